@@ -1,0 +1,31 @@
+"""The agent every scenario builds on: a Mesa agent with a policy, persona and memory."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import mesa
+
+from agents.memory import Memory
+
+
+class SocietyAgent(mesa.Agent):
+    """Small on purpose: who decides for it (`policy`, `strategy`), who it is, what it knows."""
+
+    def __init__(
+        self,
+        model: mesa.Model,
+        policy: str = "scripted",
+        strategy: Optional[str] = None,
+        persona: str = "",
+        memory: Optional[Memory] = None,
+    ) -> None:
+        super().__init__(model)
+        self.policy = policy
+        self.strategy = strategy
+        self.persona = persona
+        self.memory = memory or Memory()
+        self.total_payoff = 0.0
+        self.last_payoff = 0.0
+        self.last_reward = 0.0
+        self.feedback: dict[str, float] = {}

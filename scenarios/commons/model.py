@@ -1,0 +1,276 @@
+"""The fishery commons of GovSim ("Cooperate or Collapse", Piatti et al., NeurIPS 2024).
+
+N fishers share a lake of capacity C, starting full. Each month every fisher chooses a
+catch; demand beyond the stock is rationed unit by unit to random fishers with demand left;
+the remaining stock multiplies by `regrowth` (2: doubles), capped at C. Fewer than
+`collapse_below` tons left after fishing is a collapse and ends the run. Options: a talk
+phase (a stated norm), monitoring and sanctions, and social learning.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Optional
+
+from pydantic import Field, model_validator
+
+from agents.base import SocietyAgent
+from sim.contracts import Decision, DecisionRequest
+from sim.metrics import equality
+from sim.model import ScenarioConfig, SocietyModel
+from sim.spaces import Choice, Number, Text
+from scenarios.commons import templates as tpl
+from scenarios.commons.strategies import STRATEGIES, sustainable_share
+
+StrategyName = Literal["sustainable", "greedy", "fixed", "random", "conditional"]
+NORM = "catch_limit"
+_NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
+
+
+class CommonsConfig(ScenarioConfig):
+    """Config of the fishery; every field can be set with `--set key=value`."""
+
+    fishers: int = Field(5, ge=1, le=1000, description="number of fishers")
+    capacity: float = Field(100.0, gt=0, description="lake capacity in tons (starts full)")
+    months: int = Field(12, ge=1, le=100_000, description="months to run unless the lake collapses")
+    collapse_below: float = Field(5.0, ge=0, description="stock under which the lake collapses")
+    regrowth: float = Field(2.0, ge=1.0, le=100.0, description="factor the remaining stock multiplies by")
+    strategy: StrategyName = Field("sustainable", description="scripted strategy of the fishers")
+    catch: float = Field(10.0, ge=0, description="tons per month for the `fixed` strategy")
+    talk: bool = Field(False, description="fishers post a message (a proposed limit) before fishing")
+    sanctions: bool = Field(False, description="fishers may pay to fine those over the group's norm")
+    sanction_cost: float = Field(1.0, ge=0, description="cost to the sanctioner")
+    sanction_fine: float = Field(3.0, ge=0, description="fine to the sanctioned")
+    social_learning: bool = Field(False, description="fishers may copy a more successful peer's strategy")
+
+    @model_validator(mode="after")
+    def _check(self) -> "CommonsConfig":
+        if self.collapse_below >= self.capacity:
+            raise ValueError(f"collapse_below ({self.collapse_below:g}) must be below capacity ({self.capacity:g})")
+        if self.population and sum(g.count for g in self.population) != self.fishers:
+            total = sum(g.count for g in self.population)
+            raise ValueError(f"population counts add up to {total}, but fishers is {self.fishers}")
+        return self
+
+
+class Fisher(SocietyAgent):
+    """A fisher: what it caught this month and in all, and what it paid or was fined."""
+
+    def __init__(self, model: "CommonsModel", policy: str, strategy: str, persona: str) -> None:
+        super().__init__(model, policy=policy, strategy=strategy, persona=persona, memory=model.new_memory())
+        self.catch = 0.0
+        self.gain = 0.0
+        self.costs = 0.0
+
+
+class CommonsModel(SocietyModel):
+    """The fishery. Phases per month: talk (optional), harvest, sanction (optional)."""
+
+    name = "commons"
+    description = "GovSim fishery: a shared lake that regrows and can collapse"
+    Config = CommonsConfig
+    horizon_field = "months"
+    strategies = STRATEGIES
+    default_strategy = "sustainable"
+    config: CommonsConfig
+
+    def setup(self) -> None:
+        c = self.config
+        self.stock = float(c.capacity)
+        self.stock_start = self.stock
+        self.norm: Optional[float] = None
+        self.messages: list[tuple[int, str]] = []
+        self.last_catches: dict[int, float] = {}
+        self.actions = 0
+        self.over_actions = 0
+        for policy, strategy, persona in self.population_plan(c.fishers):
+            if policy == "scripted" and strategy not in STRATEGIES:
+                raise ValueError(f"unknown commons strategy {strategy!r}; valid: {sorted(STRATEGIES)}")
+            Fisher(self, policy, strategy, persona)
+
+    # ----- the month --------------------------------------------------------------------
+    def phases(self) -> Sequence[str]:
+        return (("talk",) if self.config.talk else ()) + ("harvest",) + (("sanction",) if self.config.sanctions else ())
+
+    def update(self) -> None:
+        c = self.config
+        if self.tick > 1:
+            self.stock = min(c.capacity, self.stock * c.regrowth)
+        self.stock_start = self.stock
+        self.messages = []
+        self.norm = None
+        for f in self.agents:
+            f.catch = 0.0
+            f.costs = 0.0
+        if c.sanctions and not c.talk:
+            self.norm = float(sustainable_share(self._obs_base()))
+            self.norms.statement(None, NORM, {"max_catch": self.norm}, "institutional sustainable share")
+
+    def _obs_base(self) -> dict[str, Any]:
+        c = self.config
+        last = list(self.last_catches.values())
+        return {
+            "stock": self.stock, "fishers": len(self.agents), "capacity": c.capacity, "regrowth": c.regrowth,
+            "month": self.tick, "months": c.months, "catch": c.catch, "norm": self.norm,
+            "last_mean": statistics.fmean(last) if last else None, "last_total": sum(last) if last else None,
+        }
+
+    def _context(self, agent: Fisher, obs: Mapping[str, Any]) -> str:
+        c = self.config
+        last = ""
+        if obs["last_total"] is not None:
+            last = tpl.LAST.substitute(total=f"{obs['last_total']:g}", mean=f"{obs['last_mean']:.1f}",
+                                       own=f"{self.last_catches.get(agent.unique_id, 0):g}")
+        norm = tpl.NORM.substitute(norm=f"{self.norm:g}") if self.norm is not None else ""
+        said = " ".join(f'fisher {a}: "{m}"' for a, m in self.messages if a != agent.unique_id)
+        return tpl.SITUATION.substitute(
+            agent=agent.unique_id, fishers=obs["fishers"], month=obs["month"], months=c.months,
+            stock=f"{self.stock:g}", capacity=f"{c.capacity:g}", regrowth=f"{c.regrowth:g}",
+            collapse=f"{c.collapse_below:g}", last=last, norm=norm,
+            messages=tpl.MESSAGES.substitute(messages=said) if said else "",
+        )
+
+    def observe(self, agent: Fisher, phase: str) -> Optional[DecisionRequest]:
+        obs = self._obs_base()
+        question = tpl.QUESTIONS[phase]
+        if phase == "talk":
+            space, default = Text(max_tokens=40), "I will catch a fair share."
+        elif phase == "harvest":
+            space, default = Number(0, float(int(self.stock)), 1), 0.0
+        else:
+            if self.norm is None:
+                return None
+            violators = {str(f.unique_id): f.catch for f in self.agents
+                         if f.unique_id != agent.unique_id and f.catch > self.norm + 1e-9}
+            if not violators:
+                return None
+            obs["violators"] = violators
+            space = Choice(["none", *(f"fisher {k}" for k in violators)])
+            default = "none"
+            question = tpl.Template(question).substitute(cost=f"{self.config.sanction_cost:g}", fine=f"{self.config.sanction_fine:g}")
+        return self.request(agent, phase, space, default, obs, self._context(agent, obs), question)
+
+    def act(self, phase: str, decisions: Sequence[Decision]) -> None:
+        getattr(self, f"_act_{phase}")(decisions)
+
+    def _act_talk(self, decisions: Sequence[Decision]) -> None:
+        proposals = []
+        for d in decisions:
+            text = str(d.value)
+            self.messages.append((d.agent_id, text))
+            self.emit("message", d.agent_id, None, text=text)
+            for f in self.agents:
+                if f.unique_id != d.agent_id:
+                    f.memory.add(self.tick, "message", text, source=d.agent_id)
+            match = _NUMBER.search(text)
+            if match:
+                amount = float(match.group(1))
+                proposals.append(amount)
+                self.norms.statement(d.agent_id, NORM, {"max_catch": amount}, text)
+        if proposals:
+            self.norm = float(statistics.median(proposals))
+
+    def _act_harvest(self, decisions: Sequence[Decision]) -> None:
+        demand = {d.agent_id: float(d.value) for d in decisions}
+        caught = self._ration(demand)
+        share = self.stock * (1 - 1 / self.config.regrowth) / len(self.agents)
+        fishers = {f.unique_id: f for f in self.agents}
+        for aid, amount in caught.items():
+            f = fishers[aid]
+            f.catch = amount
+            f.gain += amount
+            self.actions += 1
+            self.over_actions += demand[aid] > share + 1e-9
+            if self.norm is not None:
+                if amount > self.norm + 1e-9:
+                    self.norms.violation(aid, NORM, catch=amount, limit=self.norm)
+                else:
+                    self.norms.compliance(aid, NORM, catch=amount, limit=self.norm)
+        total = sum(caught.values())
+        self.stock -= total
+        self.emit("harvest", None, None, demand=demand, caught=caught, stock_after=self.stock)
+        for f in self.agents:
+            f.memory.add(self.tick, "observation", f"I caught {f.catch:g} tons; all fishers caught {total:g}; {self.stock:g} tons were left.")
+            for other_id, amount in caught.items():
+                if other_id != f.unique_id:
+                    f.memory.relate(other_id, 0.1 if amount <= share + 1e-9 else -0.2)
+        self.last_catches = dict(caught)
+        if self.stock < self.config.collapse_below:
+            self.end("collapsed", f"stock fell to {self.stock:g} tons in month {self.tick}")
+
+    def _ration(self, demand: Mapping[int, float]) -> dict[int, float]:
+        """GovSim's rationing: beyond the stock, units go one by one to random fishers with demand left."""
+        if sum(demand.values()) <= self.stock:
+            return dict(demand)
+        caught = {aid: 0.0 for aid in demand}
+        left = {aid: amt for aid, amt in demand.items() if amt > 0}
+        available = self.stock
+        while available > 1e-9 and left:
+            aid = self.random.choice(sorted(left))
+            unit = min(1.0, left[aid], available)
+            caught[aid] += unit
+            available -= unit
+            left[aid] -= unit
+            if left[aid] <= 1e-9:
+                del left[aid]
+        return caught
+
+    def _act_sanction(self, decisions: Sequence[Decision]) -> None:
+        c = self.config
+        fishers = {f.unique_id: f for f in self.agents}
+        for d in decisions:
+            if d.value == "none":
+                continue
+            target = int(str(d.value).split()[-1])
+            fishers[d.agent_id].costs += c.sanction_cost
+            fishers[target].costs += c.sanction_fine
+            self.norms.sanction(d.agent_id, target, NORM, c.sanction_cost, c.sanction_fine)
+            fishers[target].memory.add(self.tick, "observation", f"Fisher {d.agent_id} fined me {c.sanction_fine:g} for overfishing.")
+            fishers[target].memory.relate(d.agent_id, -0.3)
+
+    # ----- payoffs, learning, metrics -----------------------------------------------------
+    def payoffs(self) -> dict[int, float]:
+        return {f.unique_id: f.catch - f.costs for f in self.agents}
+
+    def after_reward(self, rewards: Mapping[int, float]) -> None:
+        if not self.config.social_learning:
+            return
+        fishers = sorted(self.agents, key=lambda f: f.unique_id)
+        pays = {f.unique_id: f.last_payoff for f in fishers}
+        spread = max(pays.values()) - min(pays.values())
+        if spread <= 0 or len(fishers) < 2:
+            return
+        for f in fishers:
+            peer = self.random.choice([p for p in fishers if p is not f])
+            gap = pays[peer.unique_id] - pays[f.unique_id]
+            if gap > 0 and self.random.random() < gap / spread:
+                if f.policy == "scripted":
+                    f.strategy = peer.strategy
+                f.memory.add(self.tick, "note", f"Fisher {peer.unique_id} earned {gap:g} more than me by catching {peer.catch:g}; I will do as they do.")
+                self.emit("learn.imitate", f.unique_id, peer.unique_id, strategy=peer.strategy, gap=gap)
+
+    def scenario_metrics(self) -> dict[str, float]:
+        c = self.config
+        gains = [f.gain for f in self.agents]
+        total = sum(gains)
+        reference = c.months * c.capacity * (1 - 1 / c.regrowth)
+        return {
+            "stock": self.stock,
+            "catch_total": sum(f.catch for f in self.agents),
+            "survival_time": float(self.tick),
+            "gain": total / len(gains),
+            "total_gain": total,
+            "efficiency": min(1.0, total / reference) if reference > 0 else 0.0,
+            "equality": equality(gains),
+            "over_usage": self.over_actions / self.actions if self.actions else 0.0,
+            "collapsed": float(self.status == "collapsed"),
+        }
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "stock_start": self.stock_start, "stock": self.stock, "norm": self.norm,
+            "catches": {str(f.unique_id): f.catch for f in self.agents},
+            "strategies": {str(f.unique_id): f.strategy for f in self.agents},
+        }

@@ -1,0 +1,62 @@
+"""Scripted fishers: sustainable, greedy, fixed, random, conditional.
+
+Each strategy answers every phase of the fishery (talk, harvest, sanction) from the
+request's observation alone.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+from sim.contracts import DecisionRequest
+
+Intent = Callable[[dict, random.Random], float]
+
+
+def sustainable_share(obs: dict) -> float:
+    """Each fisher's share of the catch that leaves the stock no smaller after regrowth."""
+    return math.floor(obs["stock"] * (1 - 1 / obs["regrowth"]) / obs["fishers"])
+
+
+def _intents() -> dict[str, Intent]:
+    return {
+        "sustainable": lambda o, r: sustainable_share(o),
+        "greedy": lambda o, r: math.floor(o["stock"] / o["fishers"]),
+        "fixed": lambda o, r: o["catch"],
+        "random": lambda o, r: r.randint(0, math.floor(o["stock"] / o["fishers"])),
+        "conditional": lambda o, r: round(o["last_mean"]) if o.get("last_mean") is not None else sustainable_share(o),
+    }
+
+
+INTENTS = _intents()
+PUNISHERS = {"sustainable", "conditional"}
+
+
+def _strategy(name: str):
+    intent = INTENTS[name]
+
+    def decide(request: DecisionRequest, rng: random.Random):
+        obs = request.observation
+        if request.phase == "talk":
+            amount = int(min(intent(obs, rng), obs["stock"]))
+            return f"I plan to catch {amount} tons. I propose each of us catches at most {amount} tons."
+        if request.phase == "harvest":
+            return min(float(intent(obs, rng)), math.floor(obs["stock"]))
+        if request.phase == "sanction":
+            options = list(request.space.options)
+            if name == "random":
+                return rng.choice(options)
+            violators = obs.get("violators", {})
+            if name in PUNISHERS and violators:
+                worst = max(violators, key=lambda k: (violators[k], -int(k)))
+                return f"fisher {worst}"
+            return "none"
+        raise ValueError(f"strategy {name!r} has no answer for phase {request.phase!r}")
+
+    decide.__name__ = name
+    return decide
+
+
+STRATEGIES = {name: _strategy(name) for name in INTENTS}

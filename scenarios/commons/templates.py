@@ -1,0 +1,20 @@
+"""Prompt text for the fishery: the situation and the question of each phase."""
+
+from string import Template
+
+SITUATION = Template(
+    "You are fisher $agent, one of $fishers fishers sharing a lake. It is month $month of $months. "
+    "The lake holds $stock tons of fish (capacity $capacity). After fishing, the remaining fish "
+    "multiply by $regrowth, up to the capacity. If fewer than $collapse tons remain after fishing, "
+    "the lake collapses and nobody earns anything more. Each ton you catch earns you 1."
+    "$last$norm$messages"
+)
+LAST = Template(" Last month the fishers caught $total tons in all ($mean tons each on average); you caught $own.")
+NORM = Template(" The group's agreed limit is $norm tons per fisher.")
+MESSAGES = Template(" Messages this month: $messages")
+
+QUESTIONS = {
+    "talk": "Write one short message to the other fishers about how much each of you should catch this month.",
+    "harvest": "How many tons of fish do you catch this month?",
+    "sanction": "Some fishers caught more than the agreed limit. You may pay $cost to fine one of them $fine. Whom do you fine?",
+}

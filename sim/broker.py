@@ -1,0 +1,70 @@
+"""The decision broker: one batch per backend per phase, every answer checked against its space.
+
+Backends implement `decide_batch(requests) -> decisions` (same order). The broker never
+lets an out-of-space value reach the world: it replaces it with the request's default and
+marks the decision `fallback=True` with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Protocol, runtime_checkable
+
+from sim.contracts import Decision, DecisionRequest
+from sim.spaces import SpaceError
+
+
+class BackendUnavailable(RuntimeError):
+    """A backend could not answer any request of a batch (e.g. the server is unreachable)."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Anything that answers a batch of decision requests."""
+
+    name: str
+
+    def decide_batch(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """Answer every request, in order."""
+        ...
+
+
+def fallback_decision(request: DecisionRequest, backend: str, reason: str, attempts: int = 1, raw: str | None = None) -> Decision:
+    """The request's default, marked as a fallback with its reason."""
+    return Decision(
+        agent_id=request.agent_id, phase=request.phase, value=request.default, backend=backend,
+        fallback=True, reason=reason, attempts=attempts, raw=raw,
+    )
+
+
+class DecisionBroker:
+    """Routes requests to backends by `request.backend` and validates the answers."""
+
+    def __init__(self, backends: Mapping[str, Backend]) -> None:
+        self.backends = dict(backends)
+
+    def decide(self, requests: Sequence[DecisionRequest]) -> dict[int, Decision]:
+        """Resolve a phase's requests: one `decide_batch` call per backend."""
+        groups: dict[str, list[DecisionRequest]] = {}
+        for request in requests:
+            groups.setdefault(request.backend, []).append(request)
+        out: dict[int, Decision] = {}
+        for name, group in groups.items():
+            backend = self.backends.get(name)
+            if backend is None:
+                raise KeyError(f"no backend {name!r}; available: {sorted(self.backends)}")
+            answers = backend.decide_batch(group)
+            if len(answers) != len(group):
+                raise RuntimeError(f"backend {name!r} answered {len(answers)} of {len(group)} requests")
+            for request, decision in zip(group, answers):
+                out[request.agent_id] = self._checked(request, decision)
+        return out
+
+    @staticmethod
+    def _checked(request: DecisionRequest, decision: Decision) -> Decision:
+        try:
+            value = request.space.validate(decision.value)
+        except SpaceError as exc:
+            return fallback_decision(request, decision.backend, f"invalid: {exc}", decision.attempts, decision.raw)
+        return replace(decision, value=value)

@@ -1,0 +1,244 @@
+"""The Mesa model base that runs the tick: update, observe, decide, act, reward, record.
+
+A scenario subclasses `SocietyModel`, declares its `Config`, its phases and strategies,
+and fills in the hooks. The base owns the order of the tick, the seeded RNG, the reward
+layer, the norm ledger and the per-tick record handed to the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Optional
+
+import mesa
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.base import SocietyAgent
+from agents.memory import Memory
+from agents.scripted import Strategy
+from sim import metrics as social
+from sim.broker import DecisionBroker
+from sim.contracts import Decision, DecisionRequest, Event, derive_seed
+from sim.norms import NormLedger
+from sim.rewards import FeedbackMode, RewardLayer, RewardMode, describe_feedback
+from sim.spaces import Space
+
+
+class PopulationGroup(BaseModel):
+    """A group of agents sharing a policy (mixed populations: e.g. 4 LLM + 1 greedy)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    count: int = Field(ge=1)
+    policy: Optional[Literal["scripted", "llm"]] = None
+    strategy: Optional[str] = None
+    persona: Optional[str] = None
+
+
+class ScenarioConfig(BaseModel):
+    """Fields every scenario has: the reward layer's settings, population and memory sizes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reward_mode: RewardMode = Field("private", description="what agents are rewarded: own, integrated or group payoff")
+    lam: float = Field(0.0, ge=0.0, le=10.0, description="weight of others' payoffs in integrated mode")
+    feedback: FeedbackMode = Field("sparse", description="sparse: own reward; dense: plus group metrics")
+    population: Optional[list[PopulationGroup]] = Field(None, description="groups {count, policy, strategy, persona}")
+    memory_window: int = Field(8, ge=1, le=1000, description="recent memory items kept verbatim")
+    memory_summary_chars: int = Field(400, ge=0, le=100_000, description="size of the running summary")
+
+
+@dataclass
+class AgentStepRecord:
+    """One agent's tick: its decisions by phase, payoff, reward, fallback flag, memory snapshot."""
+
+    agent_id: int
+    action: dict[str, Any]
+    payoff: float
+    reward: float
+    fallback: bool
+    backend: str
+    reason: Optional[str]
+    memory: dict[str, Any]
+
+
+@dataclass
+class TickRecord:
+    """Everything the store commits for one tick, in one transaction."""
+
+    tick: int
+    metrics: dict[str, float]
+    state: dict[str, Any]
+    steps: list[AgentStepRecord]
+    events: list[Event]
+    status: str = "running"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class SocietyModel(mesa.Model):
+    """Base class of every scenario. Subclasses fill in the hooks below."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    Config: ClassVar[type[ScenarioConfig]] = ScenarioConfig
+    horizon_field: ClassVar[str] = ""
+    strategies: ClassVar[Mapping[str, Strategy]] = {}
+    default_strategy: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        config: ScenarioConfig,
+        *,
+        seed: int,
+        broker: DecisionBroker,
+        policy: str = "scripted",
+        on_tick: Optional[Callable[[TickRecord], None]] = None,
+    ) -> None:
+        super().__init__(seed=seed)
+        self.config = config
+        self.seed = seed
+        self.broker = broker
+        self.policy = policy
+        self.on_tick = on_tick
+        self.reward_layer = RewardLayer(config.reward_mode, config.lam, config.feedback)
+        self.norms = NormLedger()
+        self.status = "running"
+        self.reason: Optional[str] = None
+        self.events: list[Event] = []
+        self.rewards_history: list[dict[int, float]] = []
+        self.sanctioned_history: list[int] = []
+        self.last_metrics: dict[str, float] = {}
+        self.records: list[TickRecord] = []
+        self.setup()
+
+    # ----- hooks a scenario fills in -----------------------------------------------------
+    def setup(self) -> None:
+        """Create the world and the agents."""
+
+    def phases(self) -> Sequence[str]:
+        """The decision phases of this tick, in order (e.g. talk, harvest, sanction)."""
+        return ("act",)
+
+    def update(self) -> None:
+        """Environment update at the start of the tick (regrowth, feeds, listings)."""
+
+    def observe(self, agent: SocietyAgent, phase: str) -> Optional[DecisionRequest]:
+        """The agent's request for this phase, or None when it has nothing to decide."""
+        return None
+
+    def act(self, phase: str, decisions: Sequence[Decision]) -> None:
+        """Apply a phase's decisions (already in seeded random order)."""
+
+    def payoffs(self) -> dict[int, float]:
+        """Material payoff of each agent this tick."""
+        return {}
+
+    def scenario_metrics(self) -> dict[str, float]:
+        """The scenario's own metrics after this tick."""
+        return {}
+
+    def state(self) -> dict[str, Any]:
+        """A plain-data snapshot of the world after this tick."""
+        return {}
+
+    def after_reward(self, rewards: Mapping[int, float]) -> None:
+        """Learning and bookkeeping once rewards are known (e.g. social learning)."""
+
+    # ----- helpers for scenarios -----------------------------------------------------------
+    @property
+    def tick(self) -> int:
+        return self.steps
+
+    def new_memory(self) -> Memory:
+        return Memory(self.config.memory_window, self.config.memory_summary_chars)
+
+    def population_plan(self, n: int) -> list[tuple[str, str, str]]:
+        """(policy, strategy, persona) for each of n agents, from `population` or the defaults."""
+        default_strategy = getattr(self.config, "strategy", self.default_strategy)
+        groups = self.config.population or [PopulationGroup(count=n)]
+        total = sum(g.count for g in groups)
+        if total != n:
+            raise ValueError(f"population counts add up to {total}, but the scenario has {n} agents")
+        plan = []
+        for g in groups:
+            for _ in range(g.count):
+                plan.append((g.policy or self.policy, g.strategy or default_strategy, g.persona or ""))
+        return plan
+
+    def request(
+        self,
+        agent: SocietyAgent,
+        phase: str,
+        space: Space,
+        default: Any,
+        observation: dict[str, Any],
+        context: str,
+        question: str,
+    ) -> DecisionRequest:
+        """Build a request with everything the decision layer needs from this agent."""
+        return DecisionRequest(
+            agent_id=agent.unique_id, tick=self.tick, phase=phase, space=space, default=default,
+            backend=agent.policy, strategy=agent.strategy, observation=observation, context=context,
+            question=question, persona=agent.persona, memory=agent.memory.render(question),
+            feedback=describe_feedback(agent.feedback), seed=derive_seed(self.seed, self.tick, agent.unique_id, phase),
+        )
+
+    def emit(self, kind: str, actor: Optional[int] = None, target: Optional[int] = None, **data: Any) -> Event:
+        event = Event(kind=kind, actor=actor, target=target, data=data)
+        self.events.append(event)
+        return event
+
+    def end(self, status: str, reason: Optional[str] = None) -> None:
+        """Stop after this tick with a final status (`collapsed`, ...)."""
+        self.status = status
+        self.reason = reason
+        self.running = False
+
+    # ----- the tick ------------------------------------------------------------------------------
+    def step(self) -> None:
+        """One tick: update, then for each phase observe/decide/act; reward; record."""
+        self.events = []
+        self.update()
+        taken: dict[int, dict[str, Decision]] = {}
+        for phase in self.phases():
+            requests = [r for a in self.agents if (r := self.observe(a, phase)) is not None]
+            decisions = self.broker.decide(requests) if requests else {}
+            ordered = [decisions[r.agent_id] for r in requests]
+            self.random.shuffle(ordered)
+            for d in ordered:
+                taken.setdefault(d.agent_id, {})[phase] = d
+            self.act(phase, ordered)
+            if not self.running and self.status != "running":
+                break
+        payoffs = self.payoffs()
+        rewards = self.reward_layer.rewards(payoffs)
+        self.rewards_history.append(rewards)
+        self.sanctioned_history.append(len(self.norms.sanctioned()))
+        norm_counts = self.norms.tick_counts()
+        self.events.extend(self.norms.flush())
+        metrics = dict(self.scenario_metrics())
+        metrics.update(social.perolat(self.rewards_history, self.sanctioned_history, len(self.agents)))
+        metrics.update({f"norm_{k}s": float(v) for k, v in norm_counts.items()})
+        self.last_metrics = metrics
+        for agent in self.agents:
+            aid = agent.unique_id
+            agent.last_payoff = payoffs.get(aid, 0.0)
+            agent.total_payoff += agent.last_payoff
+            agent.last_reward = rewards.get(aid, 0.0)
+            agent.feedback = self.reward_layer.feedback_for(aid, rewards, metrics)
+        self.after_reward(rewards)
+        steps = []
+        for agent in sorted(self.agents, key=lambda a: a.unique_id):
+            aid = agent.unique_id
+            mine = taken.get(aid, {})
+            fell = [d for d in mine.values() if d.fallback]
+            steps.append(AgentStepRecord(
+                agent_id=aid, action={p: d.value for p, d in mine.items()}, payoff=payoffs.get(aid, 0.0),
+                reward=rewards.get(aid, 0.0), fallback=bool(fell), backend=agent.policy,
+                reason="; ".join(f"{d.phase}: {d.reason}" for d in fell) or None, memory=agent.memory.snapshot(),
+            ))
+        record = TickRecord(self.tick, metrics, self.state(), steps, list(self.events), self.status)
+        self.records.append(record)
+        if self.on_tick is not None:
+            self.on_tick(record)

@@ -1,0 +1,129 @@
+"""Run a RunSpec end to end: build the scenario and its backends, step, commit every tick.
+
+The run row says honestly how it ended: `finished`, `collapsed` (the world ended it) or
+`failed` (with the reason); everything committed before a failure is kept.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import platform
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from agents.scripted import ScriptedBackend
+from sim.broker import Backend, DecisionBroker
+from sim.contracts import RunSpec
+from sim.model import SocietyModel, TickRecord
+from sim.store import Store
+
+Progress = Callable[[int, int, TickRecord], None]
+
+
+class RunFailed(RuntimeError):
+    """The run stopped with status `failed`; the message is the stored reason."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(reason)
+        self.run_id = run_id
+        self.reason = reason
+
+
+@dataclass
+class RunResult:
+    """What a finished run reports."""
+
+    run_id: str
+    scenario: str
+    status: str
+    ticks: int
+    metrics: dict[str, float]
+    reason: Optional[str] = None
+    duration_s: float = 0.0
+    llm: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "scenario": self.scenario, "status": self.status,
+                "ticks": self.ticks, "metrics": self.metrics}
+
+
+def versions() -> dict[str, str]:
+    """Package versions recorded with every run."""
+    out = {"python": platform.python_version()}
+    for name in ("societas", "mesa", "sqlmodel", "torch", "transformers", "langchain-core"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def horizon(spec: RunSpec, cls: type[SocietyModel]) -> int:
+    return int(spec.config[cls.horizon_field])
+
+
+def needs_llm(spec: RunSpec, cls: type[SocietyModel]) -> bool:
+    """Whether any agent of this spec is played by the LLM backend."""
+    population = spec.config.get("population")
+    if population:
+        return any((g.get("policy") or spec.policy) == "llm" for g in population)
+    return spec.policy == "llm"
+
+
+def make_backends(spec: RunSpec, cls: type[SocietyModel], store: Store, *, cache_only: bool = False) -> dict[str, Backend]:
+    """The scripted backend always; the LLM backend when some agent needs it."""
+    backends: dict[str, Backend] = {"scripted": ScriptedBackend(cls.strategies)}
+    if needs_llm(spec, cls):
+        from agents.llm.factory import make_llm_backend
+
+        backends["llm"] = make_llm_backend(spec, store, cache_only=cache_only)
+    return backends
+
+
+def execute(
+    spec: RunSpec,
+    store: Store,
+    *,
+    progress: Optional[Progress] = None,
+    backends: Optional[Mapping[str, Backend]] = None,
+    cache_only: bool = False,
+) -> RunResult:
+    """Run `spec` to its end, committing each tick; raise RunFailed if it fails."""
+    from scenarios import get_scenario
+
+    cls = get_scenario(spec.scenario)
+    config = cls.Config.model_validate(spec.config)
+    run_id = store.create_run(spec, versions())
+    started = time.perf_counter()
+    total = horizon(spec, cls)
+    try:
+        backends = dict(backends) if backends is not None else make_backends(spec, cls, store, cache_only=cache_only)
+        for b in backends.values():
+            if hasattr(b, "bind"):
+                b.bind(run_id, spec)
+        tick_started = [time.perf_counter()]
+
+        def commit(record: TickRecord) -> None:
+            calls = [c for b in backends.values() if hasattr(b, "drain_calls") for c in b.drain_calls()]
+            now = time.perf_counter()
+            store.record_tick(run_id, record, calls, duration_s=now - tick_started[0])
+            tick_started[0] = now
+            if progress is not None:
+                progress(record.tick, total, record)
+
+        model = cls(config, seed=spec.seed, broker=DecisionBroker(backends), policy=spec.policy, on_tick=commit)
+        while model.running and model.tick < total:
+            model.step()
+    except KeyboardInterrupt:
+        store.finish_run(run_id, "failed", "interrupted", time.perf_counter() - started)
+        raise
+    except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported
+        reason = f"{type(exc).__name__}: {exc}"
+        store.finish_run(run_id, "failed", reason, time.perf_counter() - started)
+        raise RunFailed(run_id, reason) from exc
+    status = model.status if model.status != "running" else "finished"
+    duration = time.perf_counter() - started
+    store.finish_run(run_id, status, model.reason, duration)
+    return RunResult(run_id, spec.scenario, status, model.tick, dict(model.last_metrics), model.reason, duration)
