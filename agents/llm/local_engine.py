@@ -1,0 +1,118 @@
+"""The engine over the embedded local LM: choices scored, numbers decoded under constraint, text sampled."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from agents.llm.backend import Answer
+from agents.llm.parse import parse_answer
+from sim.contracts import DecisionRequest
+from sim.spaces import Choice, Form, Number, SpaceError, Text
+
+MAX_GRID_AS_CHOICE = 256
+
+
+class LocalEngine:
+    """Runs a `LocalLM` (loaded lazily on first answer) for batches of requests."""
+
+    def __init__(self, model: Optional[str] = None, device: Optional[str] = None, dtype: Optional[str] = None,
+                 temperature: float = 0.7, max_batch: int = 64, lm: Any = None) -> None:
+        self._lm = lm
+        self._args = dict(model=model, device=device, dtype=dtype, max_batch=max_batch)
+        self.temperature = temperature
+        self.sampling = local_sampling(temperature)
+        self.model_id = model_id_for(model)
+
+    @property
+    def lm(self):
+        if self._lm is None:
+            from agents.llm.local import shared_lm
+
+            self._lm = shared_lm(**self._args)
+        return self._lm
+
+    def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[list[dict[str, str]]]) -> list[Answer]:
+        prompts = [self.lm.render(m) for m in messages]
+        out: list[Optional[Answer]] = [None] * len(requests)
+        groups: dict[str, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(self._kind(r), []).append(i)
+        for kind, idx in groups.items():
+            getattr(self, f"_{kind}")([requests[i] for i in idx], [prompts[i] for i in idx], idx, out)
+        return out  # type: ignore[return-value]
+
+    @staticmethod
+    def _kind(r: DecisionRequest) -> str:
+        s = r.space
+        if isinstance(s, Number):
+            integral = float(s.lo).is_integer() and (s.step == 0 or float(s.step).is_integer())
+            if s.lo >= 0 and integral:
+                return "number"
+            return "grid" if s.step and len(s.grid()) <= MAX_GRID_AS_CHOICE else "number"
+        return {Choice: "choice", Text: "text", Form: "form"}[type(s)]
+
+    def _choose(self, requests, prompts, idx, out, options: list[list[str]], values: list[list[Any]]) -> None:
+        scores = self.lm.score_choices(prompts, options)
+        for r, p, i, opts, vals, sc in zip(requests, prompts, idx, options, values, scores):
+            k = _pick(sc, self.temperature, r.seed)
+            tokens_out = len(self.lm.tokenizer.encode(opts[k], add_special_tokens=False))
+            out[i] = Answer(vals[k], raw=opts[k], tokens_in=len(self.lm.tokenizer.encode(p, add_special_tokens=False)),
+                            tokens_out=tokens_out)
+
+    def _choice(self, requests, prompts, idx, out) -> None:
+        options = [list(r.space.options) for r in requests]
+        self._choose(requests, prompts, idx, out, options, options)
+
+    def _grid(self, requests, prompts, idx, out) -> None:
+        values = [r.space.grid() for r in requests]
+        self._choose(requests, prompts, idx, out, [[f"{v:g}" for v in vs] for vs in values], values)
+
+    def _number(self, requests, prompts, idx, out) -> None:
+        bounds = [(max(0, math.ceil(r.space.lo)), max(0, math.floor(r.space.hi))) for r in requests]
+        got = self.lm.decode_numbers(prompts, bounds, self.temperature, [r.seed for r in requests])
+        for r, p, i, (value, n) in zip(requests, prompts, idx, got):
+            out[i] = Answer(r.space.snap(value), raw=str(value), tokens_in=_count(self.lm, p), tokens_out=n)
+
+    def _text(self, requests, prompts, idx, out) -> None:
+        got = self.lm.generate(prompts, [r.space.max_tokens for r in requests], self.temperature, [r.seed for r in requests])
+        for r, p, i, (text, n) in zip(requests, prompts, idx, got):
+            err = None if text else "empty text"
+            out[i] = Answer(text, raw=text, tokens_in=_count(self.lm, p), tokens_out=n, error=err)
+
+    def _form(self, requests, prompts, idx, out) -> None:
+        got = self.lm.generate(prompts, [128] * len(requests), self.temperature, [r.seed for r in requests])
+        for r, p, i, (text, n) in zip(requests, prompts, idx, got):
+            try:
+                out[i] = Answer(parse_answer(text, r.space), raw=text, tokens_in=_count(self.lm, p), tokens_out=n)
+            except SpaceError as exc:
+                out[i] = Answer(None, raw=text, tokens_in=_count(self.lm, p), tokens_out=n, error=f"unparseable: {exc}")
+
+
+def local_sampling(temperature: float) -> dict[str, Any]:
+    """The sampling parameters that enter the cache key."""
+    return {"temperature": temperature, "top_k": 50, "method": "score-choice/constrained-number/topk-text"}
+
+
+def model_id_for(model: Optional[str]) -> str:
+    """The id used in cache keys: the embedded model's name, or the given path."""
+    if model is None:
+        from agents.llm.local_ids import EMBEDDED_ID
+
+        return EMBEDDED_ID
+    return f"local:{model}"
+
+
+def _count(lm: Any, prompt: str) -> int:
+    return len(lm.tokenizer.encode(prompt, add_special_tokens=False))
+
+
+def _pick(scores: Sequence[float], temperature: float, seed: int) -> int:
+    """Argmax at temperature 0; else a draw from softmax(scores / T) seeded by the request."""
+    if temperature <= 0 or len(scores) == 1:
+        return max(range(len(scores)), key=lambda k: (scores[k], -k))
+    top = max(scores)
+    weights = [math.exp((s - top) / temperature) for s in scores]
+    return random.Random(seed).choices(range(len(scores)), weights=weights)[0]
