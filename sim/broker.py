@@ -67,4 +67,4 @@ class DecisionBroker:
             value = request.space.validate(decision.value)
         except SpaceError as exc:
             return fallback_decision(request, decision.backend, f"invalid: {exc}", decision.attempts, decision.raw)
-        return replace(decision, value=value)
+        return decision if value == decision.value and type(value) is type(decision.value) else replace(decision, value=value)

@@ -95,11 +95,12 @@ def execute(
 
     cls = get_scenario(spec.scenario)
     config = cls.Config.model_validate(spec.config)
+    # built before the run row: a chat model that cannot be imported or built is bad input, not a failed run
+    backends = dict(backends) if backends is not None else make_backends(spec, cls, store, cache_only=cache_only)
     run_id = store.create_run(spec, versions())
     started = time.perf_counter()
     total = horizon(spec, cls)
     try:
-        backends = dict(backends) if backends is not None else make_backends(spec, cls, store, cache_only=cache_only)
         for b in backends.values():
             if hasattr(b, "bind"):
                 b.bind(run_id, spec)

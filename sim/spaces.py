@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Union
 
 
@@ -157,6 +158,7 @@ class Form:
 Space = Union[Choice, Number, Text, Form]
 
 
+@lru_cache(maxsize=4096)
 def space_key(space: Space) -> str:
-    """A stable string for hashing (cache keys)."""
+    """A stable string for hashing (cache keys); spaces are frozen, so it is memoised."""
     return json.dumps(space.spec(), sort_keys=True)

@@ -91,3 +91,10 @@ def test_yaml_config_file_and_flags_override(db_url, tmp_path):
     out = cli_json("run", "commons", "--config", str(cfg), "--set", "catch=10", "--seed", "9", "--ticks", "2", db=db_url)
     assert out["status"] == "finished" and out["ticks"] == 2
     assert cli_json("show", out["run_id"], db=db_url)["seed"] == 9
+
+
+def test_unknown_chat_model_class_is_bad_input(db_url):
+    """An --llm class that cannot be imported exits 2 and stores no run."""
+    proc = cli("run", "commons", "--policy", "llm", "--llm", "nosuchpkg.chat:Model", db=db_url)
+    assert proc.returncode == 2 and "cannot import chat model" in proc.stderr and "Traceback" not in proc.stderr
+    assert Store(db_url).count_runs() == 0

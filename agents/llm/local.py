@@ -98,9 +98,11 @@ class LocalLM:
         self.device = pick_device(device)
         self.dtype = pick_dtype(self.device, dtype)
         kwargs = {"gguf_file": gguf} if gguf else {}
+        _quiet_gguf_progress()
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
-            self.model = AutoModelForCausalLM.from_pretrained(directory, dtype=self.dtype, **kwargs).to(self.device)
+            self.model = AutoModelForCausalLM.from_pretrained(directory, dtype=self.dtype, attn_implementation="sdpa",
+                                                              **kwargs).to(self.device)
         except (OSError, ValueError) as exc:
             raise ModelNotFound(f"cannot load model from {directory}: {exc}") from None
         self.model.eval()
@@ -111,6 +113,7 @@ class LocalLM:
         self.eos_ids = {int(self.tokenizer.eos_token_id)}
         self.max_batch = max_batch
         self.top_k = top_k
+        self.min_shared_prefix = 32
         vocab = self.model.get_output_embeddings().weight.shape[0]
         self.digit_ids = [self.tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
         if any(i is None or i < 0 or i >= vocab for i in self.digit_ids):
@@ -131,63 +134,90 @@ class LocalLM:
         return [order[i:i + self.max_batch] for i in range(0, len(order), self.max_batch)]
 
     def _prefill(self, ids: Sequence[list[int]]):
-        """Forward the left-padded prompts; returns last logits, the cache, mask and next positions."""
-        width = max(len(x) for x in ids)
+        """Forward the prompts; returns last logits, the cache, the attention mask and next positions.
+
+        Prompts of a batch that share a long common prefix (the scenario's rules) have that prefix
+        computed once, its KV cache repeated for every row, and only the suffixes (left-padded
+        after the prefix) forwarded together. Only the last position's logits are computed.
+        """
+        shared = _common_prefix(ids) if len(ids) > 1 else 0
+        shared = min(shared, min(len(x) for x in ids) - 1)
+        cache, width = None, max(len(x) for x in ids) - max(shared, 0)
+        rows = [x[shared:] for x in ids] if shared >= self.min_shared_prefix else list(ids)
+        if shared >= self.min_shared_prefix:
+            prefix = torch.tensor([ids[0][:shared]], device=self.device)
+            out = self.model(input_ids=prefix, position_ids=torch.arange(shared, device=self.device).view(1, -1),
+                             use_cache=True, logits_to_keep=1)
+            cache = out.past_key_values
+            cache.batch_repeat_interleave(len(ids))
+        else:
+            shared, width = 0, max(len(x) for x in ids)
         input_ids = torch.full((len(ids), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(ids), width), dtype=torch.long)
-        for row, seq in enumerate(ids):
+        mask = torch.zeros((len(ids), shared + width), dtype=torch.long)
+        mask[:, :shared] = 1
+        for row, seq in enumerate(rows):
             input_ids[row, width - len(seq):] = torch.tensor(seq)
-            mask[row, width - len(seq):] = 1
+            mask[row, shared + width - len(seq):] = 1
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions[:, shared:],
+                         past_key_values=cache, use_cache=True, logits_to_keep=1)
         return out.logits[:, -1, :].float(), out.past_key_values, mask, positions[:, -1] + 1
 
     def _step(self, tokens: torch.Tensor, cache, mask: torch.Tensor, positions: torch.Tensor):
         """Feed one token per row; returns new logits, cache and mask."""
         mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=self.device)], dim=1)
         out = self.model(input_ids=tokens.view(-1, 1), attention_mask=mask, position_ids=positions.view(-1, 1),
-                         past_key_values=cache, use_cache=True)
+                         past_key_values=cache, use_cache=True, logits_to_keep=1)
         return out.logits[:, -1, :].float(), out.past_key_values, mask
 
     # ----- choices ------------------------------------------------------------------------------
     @torch.inference_mode()
     def score_choices(self, prompts: Sequence[str], options: Sequence[Sequence[str]]) -> list[list[float]]:
-        """Mean token log-likelihood of every option after its prompt (the prompt is prefilled once)."""
+        """Mean token log-likelihood of every option after its prompt.
+
+        The prompt is prefilled once. All options of a prompt then go in one row after it, each
+        option attending to the prompt and to its own earlier tokens only (a tree-shaped 4D
+        mask), so the prompt's KV cache is shared without being copied per option.
+        """
         ids = self.encode(prompts)
         scores: list[list[float]] = [[] for _ in prompts]
         for bucket in self._buckets([len(x) for x in ids]):
             last, cache, mask, next_pos = self._prefill([ids[i] for i in bucket])
             first_lp = torch.log_softmax(last, dim=-1)
-            rows, toks = [], []
-            for b, i in enumerate(bucket):
-                for opt in options[i]:
-                    rows.append(b)
-                    toks.append(self.tokenizer.encode(opt, add_special_tokens=False) or [self.pad_id])
-            width = max(len(t) for t in toks)
-            index = torch.tensor(rows, device=self.device)
-            opt_ids = torch.full((len(toks), width), self.pad_id, dtype=torch.long)
-            opt_mask = torch.zeros((len(toks), width), dtype=torch.long)
-            for r, t in enumerate(toks):
-                opt_ids[r, :len(t)] = torch.tensor(t)
-                opt_mask[r, :len(t)] = 1
-            opt_ids, opt_mask = opt_ids.to(self.device), opt_mask.to(self.device)
-            lp_first = first_lp[index, opt_ids[:, 0]]
-            if width > 1:
-                cache.batch_select_indices(index)
-                full_mask = torch.cat([mask[index], opt_mask], dim=1)
-                pos = next_pos[index].view(-1, 1) + torch.arange(width, device=self.device).view(1, -1)
-                out = self.model(input_ids=opt_ids, attention_mask=full_mask, position_ids=pos, past_key_values=cache, use_cache=True)
+            toks = [[self.tokenizer.encode(o, add_special_tokens=False) or [self.pad_id] for o in options[i]] for i in bucket]
+            width = max(sum(len(t) for t in row) for row in toks)
+            n = len(bucket)
+            opt_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+            seg = torch.full((n, width), -1, dtype=torch.long)
+            off = torch.zeros((n, width), dtype=torch.long)
+            for b, row in enumerate(toks):
+                at = 0
+                for k, t in enumerate(row):
+                    opt_ids[b, at:at + len(t)] = torch.tensor(t)
+                    seg[b, at:at + len(t)] = k
+                    off[b, at:at + len(t)] = torch.arange(len(t))
+                    at += len(t)
+            opt_ids, seg, off = opt_ids.to(self.device), seg.to(self.device), off.to(self.device)
+            lp_first = first_lp.gather(1, opt_ids)  # every token scored as if first; used where off == 0
+            total = torch.zeros((n, width), device=self.device)
+            if int(off.max()) > 0:
+                valid = seg >= 0
+                own = (seg[:, :, None] == seg[:, None, :]) & (off[:, None, :] <= off[:, :, None]) & valid[:, None, :]
+                own |= torch.eye(width, dtype=torch.bool, device=self.device)[None]  # padding rows see themselves
+                prompt = mask.bool()[:, None, :].expand(n, width, mask.shape[1])
+                full = torch.cat([prompt, own], dim=-1)[:, None]
+                out = self.model(input_ids=opt_ids, attention_mask=full, position_ids=next_pos[:, None] + off,
+                                 past_key_values=cache, use_cache=True)
                 lp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
-                lp_rest = lp.gather(-1, opt_ids[:, 1:].unsqueeze(-1)).squeeze(-1) * opt_mask[:, 1:]
-                total = lp_first + lp_rest.sum(-1)
-            else:
-                total = lp_first
-            mean = (total / opt_mask.sum(-1)).tolist()
-            r = 0
-            for i in bucket:
-                scores[i] = mean[r:r + len(options[i])]
-                r += len(options[i])
+                later = lp.gather(-1, opt_ids[:, 1:, None]).squeeze(-1)
+                total[:, 1:] = torch.where(off[:, 1:] > 0, later, torch.zeros_like(later))
+            total = torch.where(off == 0, lp_first, total)
+            for b, i in enumerate(bucket):
+                row = []
+                for k, t in enumerate(toks[b]):
+                    row.append(float(total[b][seg[b] == k].sum()) / len(t))
+                scores[i] = row
         return scores
 
     # ----- numbers ------------------------------------------------------------------------------
@@ -285,6 +315,29 @@ def shared_lm(model: Optional[str] = None, device: Optional[str] = None, dtype: 
     if key not in _SHARED:
         _SHARED[key] = LocalLM(model, device, dtype, max_batch)
     return _SHARED[key]
+
+
+def _quiet_gguf_progress() -> None:
+    """Silence transformers' GGUF de-quantisation bar, which would clutter the run's own progress."""
+    try:
+        import functools
+
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+        from tqdm.auto import tqdm
+
+        gguf_utils.tqdm = functools.partial(tqdm, disable=True)
+    except (ImportError, AttributeError):
+        pass
+
+
+def _common_prefix(ids: Sequence[list[int]]) -> int:
+    """Length of the longest token prefix shared by every sequence."""
+    first, n = ids[0], min(len(x) for x in ids)
+    for k in range(n):
+        t = first[k]
+        if any(x[k] != t for x in ids):
+            return k
+    return n
 
 
 def _generator(seed: int) -> torch.Generator:

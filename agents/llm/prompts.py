@@ -6,9 +6,9 @@ the feedback the reward layer allows, the question and the action space.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
-from string import Template
 
 from sim.contracts import DecisionRequest
 from sim.spaces import Choice, Form, Number, Text
@@ -23,22 +23,28 @@ HINTS = {
 }
 
 
+_FIELD = re.compile(r"\$\{(\w+)\}")
+
+
 @lru_cache(maxsize=None)
-def template(name: str) -> Template:
-    return Template((TEMPLATES / f"{name}.txt").read_text())
+def template(name: str) -> str:
+    """A template file (`${field}` placeholders) compiled once to a `str.format` pattern (fast to fill)."""
+    parts = _FIELD.split((TEMPLATES / f"{name}.txt").read_text())
+    # split() alternates literal text and field names: escape the text, brace the names
+    return "".join(p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + p + "}" for i, p in enumerate(parts))
 
 
 def render_messages(request: DecisionRequest) -> list[dict[str, str]]:
     """System and user messages for one request."""
-    persona = f"{request.persona.strip()} " if request.persona else ""
+    persona = f" You are {request.persona.strip()}." if request.persona else ""
     memory = f"What you remember:\n{request.memory}\n" if request.memory else ""
     feedback = f"{request.feedback}\n" if request.feedback else ""
-    user = template("user").substitute(
+    user = template("user").format(
         context=request.context, memory=memory, feedback=feedback, question=request.question,
         space=request.space.describe(), answer_hint=HINTS[type(request.space)],
     )
     return [
-        {"role": "system", "content": template("system").substitute(persona=persona).strip()},
+        {"role": "system", "content": template("system").format(persona=persona).strip()},
         {"role": "user", "content": user.replace("\n\n", "\n").strip()},
     ]
 

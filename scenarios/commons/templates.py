@@ -2,12 +2,12 @@
 
 from string import Template
 
+# The text shared by every fisher comes first, so a batch can compute it once (prefix sharing).
 SITUATION = Template(
-    "You are fisher $agent, one of $fishers fishers sharing a lake. It is month $month of $months. "
-    "The lake holds $stock tons of fish (capacity $capacity). After fishing, the remaining fish "
-    "multiply by $regrowth, up to the capacity. If fewer than $collapse tons remain after fishing, "
-    "the lake collapses and nobody earns anything more. Each ton you catch earns you 1."
-    "$last$norm$messages"
+    "You are one of $fishers fishers sharing a lake. After fishing, the remaining fish multiply by "
+    "$regrowth, up to the lake's capacity of $capacity tons. If fewer than $collapse tons remain after "
+    "fishing, the lake collapses and nobody earns anything more. Each ton you catch earns you 1. "
+    "It is month $month of $months. The lake holds $stock tons of fish.$norm$last You are fisher $agent.$messages"
 )
 LAST = Template(" Last month the fishers caught $total tons in all ($mean tons each on average); you caught $own.")
 NORM = Template(" The group's agreed limit is $norm tons per fisher.")
