@@ -98,3 +98,10 @@ def test_unknown_chat_model_class_is_bad_input(db_url):
     proc = cli("run", "commons", "--policy", "llm", "--llm", "nosuchpkg.chat:Model", db=db_url)
     assert proc.returncode == 2 and "cannot import chat model" in proc.stderr and "Traceback" not in proc.stderr
     assert Store(db_url).count_runs() == 0
+
+
+def test_missing_local_model_path_is_bad_input(db_url, tmp_path):
+    """--model pointing nowhere exits 2 before any run is stored."""
+    proc = cli("run", "commons", "--policy", "llm", "--model", str(tmp_path / "nope.gguf"), db=db_url)
+    assert proc.returncode == 2 and "neither a model directory nor a .gguf file" in proc.stderr
+    assert Store(db_url).count_runs() == 0

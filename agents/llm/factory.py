@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from agents.llm.backend import LLMBackend
 from sim.contracts import RunSpec
+from sim.errors import UsageError
 
 
 def make_llm_backend(spec: RunSpec, store: Any, *, cache_only: bool = False) -> LLMBackend:
     """The LLM backend for `spec.llm`; models load lazily (never, if the cache answers everything)."""
     llm = spec.llm
+    if llm.provider == "local" and llm.model is not None:
+        path = Path(llm.model).expanduser()
+        if not (path.is_dir() or (path.is_file() and path.suffix == ".gguf")):
+            raise UsageError(f"bad value for '--model': {llm.model!r} is neither a model directory nor a .gguf file")
+    if llm.provider == "langchain" and not llm.cls:
+        raise UsageError("llm.provider is 'langchain' but no chat model class is given (--llm module:Class)")
     if llm.provider == "local":
         from agents.llm.local_engine import LocalEngine, local_sampling, model_id_for
 

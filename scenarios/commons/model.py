@@ -119,16 +119,16 @@ class CommonsModel(SocietyModel):
 
     def _context(self, agent: Fisher, obs: Mapping[str, Any]) -> str:
         c = self.config
-        last = ""
+        last = own = ""
         if obs["last_total"] is not None:
-            last = tpl.LAST.substitute(total=f"{obs['last_total']:g}", mean=f"{obs['last_mean']:.1f}",
-                                       own=f"{self.last_catches.get(agent.unique_id, 0):g}")
+            last = tpl.LAST.substitute(total=f"{obs['last_total']:g}", mean=f"{obs['last_mean']:.1f}")
+            own = tpl.OWN.substitute(own=f"{self.last_catches.get(agent.unique_id, 0):g}")
         norm = tpl.NORM.substitute(norm=f"{self.norm:g}") if self.norm is not None else ""
         said = " ".join(f'fisher {a}: "{m}"' for a, m in self.messages if a != agent.unique_id)
         return tpl.SITUATION.substitute(
             agent=agent.unique_id, fishers=obs["fishers"], month=obs["month"], months=c.months,
             stock=f"{self.stock:g}", capacity=f"{c.capacity:g}", regrowth=f"{c.regrowth:g}",
-            collapse=f"{c.collapse_below:g}", last=last, norm=norm,
+            collapse=f"{c.collapse_below:g}", last=last, norm=norm, own=own,
             messages=tpl.MESSAGES.substitute(messages=said) if said else "",
         )
 

@@ -7,9 +7,10 @@ SITUATION = Template(
     "You are one of $fishers fishers sharing a lake. After fishing, the remaining fish multiply by "
     "$regrowth, up to the lake's capacity of $capacity tons. If fewer than $collapse tons remain after "
     "fishing, the lake collapses and nobody earns anything more. Each ton you catch earns you 1. "
-    "It is month $month of $months. The lake holds $stock tons of fish.$norm$last You are fisher $agent.$messages"
+    "It is month $month of $months. The lake holds $stock tons of fish.$norm$last$messages You are fisher $agent.$own"
 )
-LAST = Template(" Last month the fishers caught $total tons in all ($mean tons each on average); you caught $own.")
+LAST = Template(" Last month the fishers caught $total tons in all ($mean tons each on average).")
+OWN = Template(" Last month you caught $own tons.")
 NORM = Template(" The group's agreed limit is $norm tons per fisher.")
 MESSAGES = Template(" Messages this month: $messages")
 

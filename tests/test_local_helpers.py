@@ -1,0 +1,42 @@
+"""Pure helpers of the local engine: digit feasibility, shared prefixes, device and dtype choice."""
+
+import pytest
+
+from agents.llm.local import _common_prefix, _feasible, pick_dtype, resolve_model, ModelNotFound
+
+
+@pytest.mark.parametrize("prefix,lo,hi,ok", [
+    ("1", 0, 100, True), ("10", 0, 100, True), ("100", 0, 100, True), ("101", 0, 100, False),
+    ("2", 30, 35, False), ("3", 30, 35, True), ("36", 30, 35, False), ("0", 0, 5, True), ("0", 1, 5, False),
+    ("05", 0, 10, False), ("7", 7, 7, True), ("1", 10, 19, True),
+])
+def test_feasible_digits(prefix, lo, hi, ok):
+    """A digit prefix is allowed exactly when some completion lies in [lo, hi]."""
+    assert _feasible(prefix, lo, hi) is ok
+
+
+def test_common_prefix():
+    assert _common_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]]) == 2
+    assert _common_prefix([[1, 2], [1, 2]]) == 2
+    assert _common_prefix([[9], [1]]) == 0
+
+
+def test_dtype_overrides_and_cuda_default():
+    import torch
+
+    assert pick_dtype("cuda") == torch.bfloat16
+    assert pick_dtype("cpu", "fp32") == torch.float32
+    with pytest.raises(ModelNotFound, match="valid: bf16, fp16, fp32"):
+        pick_dtype("cpu", "int3")
+
+
+def test_resolve_model_paths(tmp_path):
+    """None is the embedded GGUF; a .gguf file or a directory resolve; anything else is refused."""
+    directory, gguf, model_id = resolve_model(None)
+    assert gguf.endswith(".gguf") and model_id.startswith("SmolLM2")
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"")
+    assert resolve_model(str(f)) == (str(tmp_path), "m.gguf", "m")
+    assert resolve_model(str(tmp_path))[1] is None
+    with pytest.raises(ModelNotFound):
+        resolve_model(str(tmp_path / "missing.bin"))
