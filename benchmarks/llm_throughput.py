@@ -79,7 +79,7 @@ def main() -> None:
     lengths = [len(x) for x in lm.encode(prompts)]
     results["prompt_tokens"] = {"mean": statistics.fmean(lengths), "min": min(lengths), "max": max(lengths)}
     eng.answer(reqs[:4], msgs[:4])  # warm-up
-    repeat = 1 if args.quick else 2
+    repeat = 1 if args.quick else 3  # best of `repeat`: this VM's timings are noisy
 
     # 1. decisions per second by batch size (numbers: constrained decoding)
     sizes = [1, 4, 16, 32, 64] if args.quick else [1, 2, 4, 8, 16, 32, 64]
@@ -96,8 +96,8 @@ def main() -> None:
     n = 32
     for label, (rs, ms) in {"tick_32_number_200tok": _month(n, 1), "tick_32_number": (reqs[:n], msgs[:n])}.items():
         toks = lm.encode([lm.render(m) for m in ms])
-        b_s = timed(lambda: eng.answer(rs, ms), repeat)
-        s_s = timed(lambda: [eng.answer([r], [m]) for r, m in zip(rs, ms)], 1)
+        b_s = timed(lambda: eng.answer(rs, ms), 3)
+        s_s = timed(lambda: [eng.answer([r], [m]) for r, m in zip(rs, ms)], 3)
         results[label] = {"prompt_tokens_mean": statistics.fmean(len(t) for t in toks), "shared_prefix_tokens": _common_prefix(toks),
                           "batched_s": b_s, "one_call_per_agent_s": s_s, "speedup": s_s / b_s}
     batched = results["tick_32_number"]["batched_s"]

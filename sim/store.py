@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from pathlib import Path
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Optional
@@ -122,12 +123,27 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, **kwargs)
         if url.startswith("sqlite"):
             event.listen(engine, "connect", _sqlite_pragmas)
-        SQLModel.metadata.create_all(engine)
+        migrate(engine)
         return engine
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:
         raise UsageError(f"cannot open database {url!r}: {str(exc).splitlines()[0]}") from None
     except (OperationalError, SQLAlchemyError) as exc:
         raise UsageError(f"cannot open database {url!r}: {str(getattr(exc, 'orig', exc)).splitlines()[0]}") from None
+
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest Alembic revision (creates it in an empty database)."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

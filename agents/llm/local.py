@@ -258,8 +258,8 @@ class LocalLM:
                     else:
                         texts[b] += pick
                         feed.append(self.digit_ids[int(pick)])
-                        if len(texts[b]) >= len(str(hi)) and not any(_feasible(texts[b] + str(d), lo, hi) for d in range(10)):
-                            done[b] = True
+                        if not any(_feasible(texts[b] + str(d), lo, hi) for d in range(10)):
+                            done[b] = True  # no digit can follow: the value is complete, no stop step needed
                 if all(done):
                     break
                 logits, cache, mask = self._step(torch.tensor(feed, device=self.device), cache, mask, pos)
