@@ -134,7 +134,7 @@ class CommonsModel(SocietyModel):
 
     def observe(self, agent: Fisher, phase: str) -> Optional[DecisionRequest]:
         obs = self._obs_base()
-        question = tpl.QUESTIONS[phase]
+        question = tpl.QUESTIONS[phase].substitute(cost=f"{self.config.sanction_cost:g}", fine=f"{self.config.sanction_fine:g}")
         if phase == "talk":
             space, default = Text(max_tokens=40), "I will catch a fair share."
         elif phase == "harvest":
@@ -149,7 +149,6 @@ class CommonsModel(SocietyModel):
             obs["violators"] = violators
             space = Choice(["none", *(f"fisher {k}" for k in violators)])
             default = "none"
-            question = tpl.Template(question).substitute(cost=f"{self.config.sanction_cost:g}", fine=f"{self.config.sanction_fine:g}")
         return self.request(agent, phase, space, default, obs, self._context(agent, obs), question)
 
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:

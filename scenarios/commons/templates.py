@@ -15,7 +15,7 @@ NORM = Template(" The group's agreed limit is $norm tons per fisher.")
 MESSAGES = Template(" Messages this month: $messages")
 
 QUESTIONS = {
-    "talk": "Write one short message to the other fishers about how much each of you should catch this month.",
-    "harvest": "How many tons of fish do you catch this month?",
-    "sanction": "Some fishers caught more than the agreed limit. You may pay $cost to fine one of them $fine. Whom do you fine?",
+    "talk": Template("Write one short message to the other fishers about how much each of you should catch this month."),
+    "harvest": Template("How many tons of fish do you catch this month?"),
+    "sanction": Template("Some fishers caught more than the agreed limit. You may pay $cost to fine one of them $fine. Whom do you fine?"),
 }
