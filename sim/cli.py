@@ -100,8 +100,17 @@ def run(
         table.add_row(k, _fmt(v))
     out.print(table)
     if result.reason:
-        out.print(f"ended: {result.reason}")
-    out.print(f"stored in {store.url} — see: societas show {result.run_id}" + (f" --db {db}" if db else ""))
+        out.print(f"ended: {result.reason}", soft_wrap=True)
+    from analysis.summary import llm_usage
+
+    steps = store.steps(result.run_id)
+    fallbacks = sum(s.fallback for s in steps)
+    usage = llm_usage(store.llm_calls(result.run_id))
+    if usage["calls"]:
+        out.print(f"LLM: {usage['calls']} calls ({usage['cache_hits']} from the cache), tokens in/out "
+                  f"{usage['tokens_in']}/{usage['tokens_out']}, {fallbacks} fallback decisions of {len(steps)} agent steps",
+                  soft_wrap=True)
+    out.print(f"stored in {store.url} — see: societas show {result.run_id}" + (f" --db {db}" if db else ""), soft_wrap=True)
 
 
 @app.command("list")

@@ -112,3 +112,14 @@ def test_langchain_path_with_local_chat_model(db_url):
     assert out["ticks"] == 1
     shown = cli_json("show", out["run_id"], db=db_url)
     assert shown["llm"]["calls"] == 5 and shown["llm"]["by_backend"][0]["backend"].startswith("langchain:")
+
+
+def test_model_path_flag_loads_a_gguf_file(db_url):
+    """`--model PATH.gguf` loads that file the same way as the embedded default."""
+    from agents.llm.local import embedded_model_path
+
+    path = str(embedded_model_path())
+    out = cli_json("run", "commons", "--policy", "llm", "--ticks", "1", "--model", path, db=db_url)
+    shown = cli_json("show", out["run_id"], db=db_url)
+    assert shown["llm"]["calls"] == 5 and shown["llm"]["by_backend"][0]["backend"] == f"local:{path}"
+    assert shown["spec"]["llm"]["model"] == path
