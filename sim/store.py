@@ -7,7 +7,6 @@ All table models live here, beside the engine factory.
 from __future__ import annotations
 
 import math
-import time
 import uuid
 from pathlib import Path
 from collections.abc import Iterable, Sequence

@@ -1,6 +1,5 @@
 """The command line as a user meets it: JSON output, listing, export, and bad input."""
 
-import json
 
 import pytest
 

@@ -15,7 +15,6 @@ not depend on which other requests shared the batch.
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 import re
 from collections.abc import Sequence
