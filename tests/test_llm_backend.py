@@ -217,3 +217,33 @@ def test_concurrency_limit_is_respected():
     reqs = [req(agent=i) for i in range(12)]
     answers = LangChainEngine(Probe(), "probe-limit", max_concurrency=3).answer(reqs, [[{"role": "user", "content": "q"}]] * 12)
     assert all(a.value == 1.0 for a in answers) and peak[0] <= 3
+
+
+def _prompts_of(store, run_id, tick):
+    return {c.agent_id: c.prompt for c in store.llm_calls(run_id) if c.tick == tick}
+
+
+@pytest.mark.parametrize("feedback,dense", [("sparse", False), ("dense", True)])
+def test_feedback_mode_decides_what_the_prompt_shows(store, feedback, dense):
+    """Sparse feedback shows the agent its reward only; dense adds the group's metrics."""
+    spec = build_spec("commons", policy="llm", ticks=2, seed=1, sets=[f"feedback={feedback}"])
+    cls = get_scenario("commons")
+    r = execute(spec, store, backends={"scripted": ScriptedBackend(cls.strategies),
+                                       "llm": LLMBackend("counting", {}, engine=Counting(), store=store)})
+    prompt = _prompts_of(store, r.run_id, 2)[1]
+    assert "Last round: reward" in prompt
+    assert ("equality" in prompt) is dense and ("stock" in prompt.split("Last round:")[1]) is dense
+
+
+def test_persona_and_memory_reach_the_prompt_and_the_store(store):
+    """A group's persona is in its members' prompts; each tick stores what every agent remembered."""
+    spec = build_spec("commons", policy="llm", ticks=2, seed=1,
+                      sets=["population=[{count: 2, persona: a cautious elder}, {count: 3}]"])
+    cls = get_scenario("commons")
+    r = execute(spec, store, backends={"scripted": ScriptedBackend(cls.strategies),
+                                       "llm": LLMBackend("counting", {}, engine=Counting(), store=store)})
+    prompts = _prompts_of(store, r.run_id, 2)
+    assert "a cautious elder" in prompts[1] and "a cautious elder" not in prompts[3]
+    assert "month 1: I caught" in prompts[1]
+    snap = {s.agent_id: s.memory for s in store.steps(r.run_id) if s.tick == 1}
+    assert snap[1]["items"][0]["text"].startswith("I caught") and snap[1]["relationships"]
