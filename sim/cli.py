@@ -62,7 +62,7 @@ def run(
 ) -> None:
     """Run a scenario and store it; prints a summary (or one JSON object with --json)."""
     from sim.config import build_spec, parse_sets
-    from sim.runner import RunFailed, execute
+    from sim.runner import RunFailed, RunInterrupted, execute
 
     llm_over: dict[str, Any] = {}
     if model:
@@ -88,6 +88,8 @@ def run(
 
         try:
             result = execute(spec, store, progress=progress)
+        except RunInterrupted as exc:
+            _fail(f"run {exc.run_id} interrupted; its committed ticks are kept (status failed)", code=130)
         except RunFailed as exc:
             _fail(f"run {exc.run_id} failed: {exc.reason} (committed ticks are kept)", code=1)
     if as_json:

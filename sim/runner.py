@@ -31,6 +31,10 @@ class RunFailed(RuntimeError):
         self.reason = reason
 
 
+class RunInterrupted(RunFailed):
+    """The user stopped the run (Ctrl-C); it is stored as `failed` with reason `interrupted`."""
+
+
 @dataclass
 class RunResult:
     """What a finished run reports."""
@@ -119,7 +123,7 @@ def execute(
             model.step()
     except KeyboardInterrupt:
         store.finish_run(run_id, "failed", "interrupted", time.perf_counter() - started)
-        raise
+        raise RunInterrupted(run_id, "interrupted") from None
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported
         reason = f"{type(exc).__name__}: {exc}"
         store.finish_run(run_id, "failed", reason, time.perf_counter() - started)

@@ -104,3 +104,25 @@ def test_missing_local_model_path_is_bad_input(db_url, tmp_path):
     proc = cli("run", "commons", "--policy", "llm", "--model", str(tmp_path / "nope.gguf"), db=db_url)
     assert proc.returncode == 2 and "neither a model directory nor a .gguf file" in proc.stderr
     assert Store(db_url).count_runs() == 0
+
+
+def test_ctrl_c_marks_the_run_failed_without_a_traceback(db_url):
+    """SIGINT during a run: exit 130, one line, the run stored as failed/interrupted with its ticks."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "run", "commons", "--set", "months=100000",
+                             "--set", "fishers=50", "--db", db_url], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    store = Store(db_url)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (store.list_runs() and store.list_runs()[0].ticks >= 2):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    run = store.list_runs()[0]
+    assert run.status == "failed" and run.reason == "interrupted" and len(store.ticks(run.id)) == run.ticks >= 2
