@@ -10,7 +10,7 @@ import importlib.metadata as md
 import platform
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from agents.scripted import ScriptedBackend
@@ -46,7 +46,6 @@ class RunResult:
     metrics: dict[str, float]
     reason: Optional[str] = None
     duration_s: float = 0.0
-    llm: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "scenario": self.scenario, "status": self.status,
