@@ -108,7 +108,7 @@ def test_local_chat_model_batch_is_one_call(lm):
 def test_langchain_path_with_local_chat_model(db_url):
     """`--llm module:Class` runs any LangChain chat model; here the local one, with no network."""
     out = cli_json("run", "commons", "--policy", "llm", "--ticks", "1", "--llm", "agents.llm.chat_model:LocalChatModel",
-                   "--llm-arg", "max_tokens=6", db=db_url)
+                   "--llm-arg", "max_tokens=6", "--set", "llm.timeout_s=600", db=db_url)  # the first call includes the load
     assert out["ticks"] == 1
     shown = cli_json("show", out["run_id"], db=db_url)
     assert shown["llm"]["calls"] == 5 and shown["llm"]["by_backend"][0]["backend"].startswith("langchain:")
@@ -123,3 +123,17 @@ def test_model_path_flag_loads_a_gguf_file(db_url):
     shown = cli_json("show", out["run_id"], db=db_url)
     assert shown["llm"]["calls"] == 5 and shown["llm"]["by_backend"][0]["backend"] == f"local:{path}"
     assert shown["spec"]["llm"]["model"] == path
+
+
+def test_concurrent_first_use_loads_the_model_once():
+    """Threads asking for the shared model at once get one instance (one load, not one per thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agents.llm import local
+
+    key = (None, None, None, 63)  # a key no other test uses: the four threads race on a real first load
+    assert key not in local._SHARED
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: local.shared_lm(max_batch=63), range(4)))
+    assert all(g is got[0] for g in got) and local._SHARED[key] is got[0]
+    del local._SHARED[key]

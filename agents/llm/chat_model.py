@@ -37,9 +37,9 @@ class LocalChatModel(BaseChatModel):
     @property
     def lm(self) -> Any:
         if self._lm is None:
-            from agents.llm.local import LocalLM
+            from agents.llm.local import shared_lm
 
-            self._lm = LocalLM(self.model, self.device, self.dtype)
+            self._lm = shared_lm(self.model, self.device, self.dtype)
         return self._lm
 
     def _prompt(self, messages: list[BaseMessage]) -> str:

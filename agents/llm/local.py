@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
@@ -306,14 +307,19 @@ class LocalLM:
 
 
 _SHARED: dict[tuple, LocalLM] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def shared_lm(model: Optional[str] = None, device: Optional[str] = None, dtype: Optional[str] = None, max_batch: int = 64) -> LocalLM:
-    """One loaded model per (model, device, dtype) in a process: runs and sweeps share it."""
+    """One loaded model per (model, device, dtype) in a process: runs, sweeps and threads share it.
+
+    Thread-safe: concurrent first calls (e.g. a LangChain `.batch` fanning out) load it once.
+    """
     key = (model, device, dtype, max_batch)
-    if key not in _SHARED:
-        _SHARED[key] = LocalLM(model, device, dtype, max_batch)
-    return _SHARED[key]
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = LocalLM(model, device, dtype, max_batch)
+        return _SHARED[key]
 
 
 def _quiet_gguf_progress() -> None:
