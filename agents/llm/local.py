@@ -125,8 +125,9 @@ class LocalLM:
         """Chat messages to the model's prompt text, ending where the assistant answers."""
         return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
 
-    def encode(self, prompts: Sequence[str]) -> list[list[int]]:
-        return [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+    def encode(self, prompts: Sequence[str] | Sequence[list[int]]) -> list[list[int]]:
+        """Token ids of each prompt; prompts already given as token ids pass through untouched."""
+        return [p if isinstance(p, list) else self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
 
     def _buckets(self, lengths: Sequence[int]) -> list[list[int]]:
         """Indices sorted by length and cut into batches: similar lengths pad little."""
@@ -173,7 +174,7 @@ class LocalLM:
 
     # ----- choices ------------------------------------------------------------------------------
     @torch.inference_mode()
-    def score_choices(self, prompts: Sequence[str], options: Sequence[Sequence[str]]) -> list[list[float]]:
+    def score_choices(self, prompts: Sequence[str] | Sequence[list[int]], options: Sequence[Sequence[str]]) -> list[list[float]]:
         """Mean token log-likelihood of every option after its prompt.
 
         The prompt is prefilled once. All options of a prompt then go in one row after it, each
@@ -222,7 +223,7 @@ class LocalLM:
 
     # ----- numbers ------------------------------------------------------------------------------
     @torch.inference_mode()
-    def decode_numbers(self, prompts: Sequence[str], bounds: Sequence[tuple[int, int]], temperature: float,
+    def decode_numbers(self, prompts: Sequence[str] | Sequence[list[int]], bounds: Sequence[tuple[int, int]], temperature: float,
                        seeds: Sequence[int]) -> list[tuple[int, int]]:
         """(value, tokens decoded) per prompt, each value an integer in its [lo, hi] (lo >= 0)."""
         ids = self.encode(prompts)
@@ -270,7 +271,7 @@ class LocalLM:
 
     # ----- text ---------------------------------------------------------------------------------
     @torch.inference_mode()
-    def generate(self, prompts: Sequence[str], max_tokens: Sequence[int], temperature: float,
+    def generate(self, prompts: Sequence[str] | Sequence[list[int]], max_tokens: Sequence[int], temperature: float,
                  seeds: Sequence[int]) -> list[tuple[str, int]]:
         """(text, tokens generated) per prompt: top-k sampling (greedy at temperature 0)."""
         ids = self.encode(prompts)

@@ -35,7 +35,8 @@ class LocalEngine:
         return self._lm
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[list[dict[str, str]]]) -> list[Answer]:
-        prompts = [self.lm.render(m) for m in messages]
+        # tokenized once here: the LM methods take the ids, and their lengths are the calls' tokens_in
+        prompts = self.lm.encode([self.lm.render(m) for m in messages])
         out: list[Optional[Answer]] = [None] * len(requests)
         groups: dict[str, list[int]] = {}
         for i, r in enumerate(requests):
@@ -59,8 +60,7 @@ class LocalEngine:
         for r, p, i, opts, vals, sc in zip(requests, prompts, idx, options, values, scores):
             k = _pick(sc, self.temperature, r.seed)
             tokens_out = len(self.lm.tokenizer.encode(opts[k], add_special_tokens=False))
-            out[i] = Answer(vals[k], raw=opts[k], tokens_in=len(self.lm.tokenizer.encode(p, add_special_tokens=False)),
-                            tokens_out=tokens_out)
+            out[i] = Answer(vals[k], raw=opts[k], tokens_in=len(p), tokens_out=tokens_out)
 
     def _choice(self, requests, prompts, idx, out) -> None:
         options = [list(r.space.options) for r in requests]
@@ -74,21 +74,21 @@ class LocalEngine:
         bounds = [(max(0, math.ceil(r.space.lo)), max(0, math.floor(r.space.hi))) for r in requests]
         got = self.lm.decode_numbers(prompts, bounds, self.temperature, [r.seed for r in requests])
         for r, p, i, (value, n) in zip(requests, prompts, idx, got):
-            out[i] = Answer(r.space.snap(value), raw=str(value), tokens_in=_count(self.lm, p), tokens_out=n)
+            out[i] = Answer(r.space.snap(value), raw=str(value), tokens_in=len(p), tokens_out=n)
 
     def _text(self, requests, prompts, idx, out) -> None:
         got = self.lm.generate(prompts, [r.space.max_tokens for r in requests], self.temperature, [r.seed for r in requests])
         for r, p, i, (text, n) in zip(requests, prompts, idx, got):
             err = None if text else "empty text"
-            out[i] = Answer(text, raw=text, tokens_in=_count(self.lm, p), tokens_out=n, error=err)
+            out[i] = Answer(text, raw=text, tokens_in=len(p), tokens_out=n, error=err)
 
     def _form(self, requests, prompts, idx, out) -> None:
         got = self.lm.generate(prompts, [128] * len(requests), self.temperature, [r.seed for r in requests])
         for r, p, i, (text, n) in zip(requests, prompts, idx, got):
             try:
-                out[i] = Answer(parse_answer(text, r.space), raw=text, tokens_in=_count(self.lm, p), tokens_out=n)
+                out[i] = Answer(parse_answer(text, r.space), raw=text, tokens_in=len(p), tokens_out=n)
             except SpaceError as exc:
-                out[i] = Answer(None, raw=text, tokens_in=_count(self.lm, p), tokens_out=n, error=f"unparseable: {exc}")
+                out[i] = Answer(None, raw=text, tokens_in=len(p), tokens_out=n, error=f"unparseable: {exc}")
 
 
 def local_sampling(temperature: float) -> dict[str, Any]:
@@ -103,10 +103,6 @@ def model_id_for(model: Optional[str]) -> str:
 
         return EMBEDDED_ID
     return f"local:{model}"
-
-
-def _count(lm: Any, prompt: str) -> int:
-    return len(lm.tokenizer.encode(prompt, add_special_tokens=False))
 
 
 def _pick(scores: Sequence[float], temperature: float, seed: int) -> int:
