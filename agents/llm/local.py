@@ -141,18 +141,19 @@ class LocalLM:
         computed once, its KV cache repeated for every row, and only the suffixes (left-padded
         after the prefix) forwarded together. Only the last position's logits are computed.
         """
-        shared = _common_prefix(ids) if len(ids) > 1 else 0
-        shared = min(shared, min(len(x) for x in ids) - 1)
-        cache, width = None, max(len(x) for x in ids) - max(shared, 0)
-        rows = [x[shared:] for x in ids] if shared >= self.min_shared_prefix else list(ids)
-        if shared >= self.min_shared_prefix:
+        # every row keeps at least one token of its own, so each has last-position logits
+        shared = min(_common_prefix(ids), min(len(x) for x in ids) - 1) if len(ids) > 1 else 0
+        if shared < self.min_shared_prefix:
+            shared = 0
+        rows = [x[shared:] for x in ids]
+        width = max(len(r) for r in rows)
+        cache = None
+        if shared:
             prefix = torch.tensor([ids[0][:shared]], device=self.device)
             out = self.model(input_ids=prefix, position_ids=torch.arange(shared, device=self.device).view(1, -1),
                              use_cache=True, logits_to_keep=1)
             cache = out.past_key_values
             cache.batch_repeat_interleave(len(ids))
-        else:
-            shared, width = 0, max(len(x) for x in ids)
         input_ids = torch.full((len(ids), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(ids), shared + width), dtype=torch.long)
         mask[:, :shared] = 1
