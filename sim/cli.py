@@ -103,14 +103,13 @@ def run(
     out.print(table)
     if result.reason:
         out.print(f"ended: {result.reason}", soft_wrap=True)
-    from analysis.summary import llm_usage
+    from analysis.summary import run_summary
 
-    steps = store.steps(result.run_id)
-    fallbacks = sum(s.fallback for s in steps)
-    usage = llm_usage(store.llm_calls(result.run_id))
+    summary = run_summary(store, result.run_id)
+    usage = summary["llm"]
     if usage["calls"]:
         out.print(f"LLM: {usage['calls']} calls ({usage['cache_hits']} from the cache), tokens in/out "
-                  f"{usage['tokens_in']}/{usage['tokens_out']}, {fallbacks} fallback decisions of {len(steps)} agent steps",
+                  f"{usage['tokens_in']}/{usage['tokens_out']}, {summary['fallbacks']} fallback decisions",
                   soft_wrap=True)
     out.print(f"stored in {store.url} — see: societas show {result.run_id}" + (f" --db {db}" if db else ""), soft_wrap=True)
 
