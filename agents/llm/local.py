@@ -234,6 +234,7 @@ class LocalLM:
             gens = [_generator(seeds[i]) for i in bucket]
             texts = [""] * len(bucket)
             done = [False] * len(bucket)
+            stopped = [0] * len(bucket)  # 1 where a stop token was decoded (counts as a token out)
             max_len = max(len(str(bounds[i][1])) for i in bucket)
             for _ in range(max_len + 1):
                 logp = torch.log_softmax(logits, dim=-1)
@@ -255,7 +256,7 @@ class LocalLM:
                         lps.append(float(stop_lp[b]))
                     pick = cands[_sample(lps, temperature, gens[b])]
                     if pick == "":
-                        done[b] = True
+                        done[b], stopped[b] = True, 1
                         feed.append(self.pad_id)
                     else:
                         texts[b] += pick
@@ -267,7 +268,7 @@ class LocalLM:
                 logits, cache, mask = self._step(torch.tensor(feed, device=self.device), cache, mask, pos)
                 pos = pos + 1
             for b, i in enumerate(bucket):
-                results[i] = (int(texts[b]), len(texts[b]) + 1)
+                results[i] = (int(texts[b]), len(texts[b]) + stopped[b])
         return results
 
     # ----- text ---------------------------------------------------------------------------------
