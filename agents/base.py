@@ -29,3 +29,19 @@ class SocietyAgent(mesa.Agent):
         self.last_payoff = 0.0
         self.last_reward = 0.0
         self.feedback: dict[str, float] = {}
+        self.stored_memory_version = 0  # the memory version last written to the store
+
+    @property
+    def remembers(self) -> bool:
+        """Only agents whose prompts read memory keep one: a scripted agent remembers nothing."""
+        return self.policy == "llm"
+
+    def remember(self, tick: int, kind: str, text: str, source: Optional[int] = None) -> None:
+        """Add a memory item if this agent keeps memory (cheap no-op otherwise)."""
+        if self.remembers:
+            self.memory.add(tick, kind, text, source)  # type: ignore[arg-type]
+
+    def relate(self, peer: int, delta: float) -> None:
+        """Update trust in a peer actually interacted with, if this agent keeps memory."""
+        if self.remembers:
+            self.memory.relate(peer, delta)

@@ -33,18 +33,25 @@ def _words(text: str) -> set[str]:
 class Memory:
     """Recent items in a window, older ones folded into a summary; per-peer trust in [-1, 1]."""
 
-    def __init__(self, window: int = 8, summary_chars: int = 400) -> None:
+    #: trust below this magnitude has decayed out and is forgotten
+    FORGET_BELOW = 0.01
+
+    def __init__(self, window: int = 8, summary_chars: int = 400, max_peers: int = 16) -> None:
         if window < 1:
             raise ValueError("memory window must be >= 1")
         self.window = window
         self.summary_chars = summary_chars
+        self.max_peers = max_peers
         self.items: deque[MemoryItem] = deque()
         self.summary = ""
         self.relationships: dict[int, float] = {}
+        #: bumped on every change, so a snapshot is stored only when something changed
+        self.version = 0
 
     def add(self, tick: int, kind: Kind, text: str, source: int | None = None) -> None:
         """Remember an item; the oldest beyond the window is folded into the summary."""
         self.items.append(MemoryItem(tick, kind, text, source))
+        self.version += 1
         while len(self.items) > self.window:
             old = self.items.popleft()
             self.summary = (self.summary + f" [t{old.tick}] {old.text}").strip()
@@ -52,11 +59,25 @@ class Memory:
                 self.summary = "..." + self.summary[-(self.summary_chars - 3):]
 
     def relate(self, peer: int, delta: float, decay: float = 0.9) -> float:
-        """Update trust in `peer` by an exponential moving step, clipped to [-1, 1]."""
+        """Update trust in `peer` by an exponential moving step, clipped to [-1, 1].
+
+        Bounded: at most `max_peers` peers are kept; beyond that the weakest tie (smallest
+        |trust|) is dropped, and a tie that decays under `FORGET_BELOW` is forgotten.
+        """
         value = decay * self.relationships.get(peer, 0.0) + delta
         value = max(-1.0, min(1.0, value))
+        self.version += 1
+        if abs(value) < self.FORGET_BELOW:
+            self.relationships.pop(peer, None)
+            return 0.0
         self.relationships[peer] = value
+        if len(self.relationships) > self.max_peers:
+            weakest = min(self.relationships, key=lambda k: (abs(self.relationships[k]), k))
+            del self.relationships[weakest]
         return value
+
+    def __bool__(self) -> bool:
+        return bool(self.items or self.summary or self.relationships)
 
     def retrieve(self, query: str = "", k: int = 4) -> list[MemoryItem]:
         """The k items scoring highest on recency plus relevance to `query`, oldest first."""
@@ -83,7 +104,9 @@ class Memory:
         return "\n".join(lines)
 
     def snapshot(self) -> dict[str, Any]:
-        """Plain data for the store."""
+        """Plain data for the store ({} for an empty memory)."""
+        if not self:
+            return {}
         return {
             "items": [asdict(i) for i in self.items],
             "summary": self.summary,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Optional
 
 import mesa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agents.base import SocietyAgent
 from agents.memory import Memory
@@ -23,6 +23,31 @@ from sim.contracts import Decision, DecisionRequest, Event, derive_seed
 from sim.norms import NormLedger
 from sim.rewards import FeedbackMode, RewardLayer, RewardMode, describe_feedback
 from sim.spaces import Space
+
+
+#: metrics the base adds to every scenario's tick, and what they mean
+BASE_TICK_DOCS: dict[str, str] = {
+    "perolat_efficiency": "Perolat U so far: sum of all rewards / ticks elapsed",
+    "perolat_equality": "Perolat E so far: 1 - Gini of the agents' summed rewards",
+    "perolat_sustainability": "Perolat S so far: mean tick (1-based) at which agents got positive rewards",
+    "perolat_peace": "Perolat P so far: mean number of agents not sanctioned per tick",
+    "norm_statements": "norms stated this tick",
+    "norm_compliances": "norm compliances recorded this tick",
+    "norm_violations": "norm violations recorded this tick",
+    "norm_sanctions": "sanctions given this tick",
+}
+#: metrics the base adds to every run's final summary
+BASE_FINAL_DOCS: dict[str, str] = {
+    "perolat_efficiency": "Perolat U (2017): sum of all agents' rewards over the run / ticks",
+    "perolat_equality": "Perolat E: 1 - Gini of the agents' total rewards",
+    "perolat_sustainability": "Perolat S: mean over agents of the average tick (1-based) of their positive rewards",
+    "perolat_peace": "Perolat P: mean number of agents not sanctioned per tick",
+    "norm_statements": "norms stated over the whole run",
+    "norm_compliances": "norm compliances over the whole run",
+    "norm_violations": "norm violations over the whole run",
+    "norm_sanctions": "sanctions over the whole run",
+    "norm_compliance_rate": "compliances / (compliances + violations) over the run; null when no act was judged",
+}
 
 
 class PopulationGroup(BaseModel):
@@ -37,9 +62,23 @@ class PopulationGroup(BaseModel):
 
 
 class ScenarioConfig(BaseModel):
-    """Fields every scenario has: the reward layer's settings, population and memory sizes."""
+    """Fields every scenario has: the reward layer's settings, population and memory sizes.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Values must be finite (`inf`/`nan` are refused) and a boolean is never taken for a number.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        """`fishers=true` must not become 1: a bool is accepted only by a bool field."""
+        if isinstance(data, dict):
+            for name, value in data.items():
+                f = cls.model_fields.get(name)
+                if f is not None and isinstance(value, bool) and f.annotation in (int, float):
+                    raise ValueError(f"{name!r} must be a number, not {str(value).lower()}")
+        return data
 
     reward_mode: RewardMode = Field("private", description="what agents are rewarded: own, integrated or group payoff")
     lam: float = Field(0.0, ge=0.0, le=10.0, description="weight of others' payoffs in integrated mode")
@@ -60,7 +99,7 @@ class AgentStepRecord:
     fallback: bool
     backend: str
     reason: Optional[str]
-    memory: dict[str, Any]
+    memory: Optional[dict[str, Any]]  # None: unchanged since the last stored snapshot
 
 
 @dataclass
@@ -85,6 +124,10 @@ class SocietyModel(mesa.Model):
     horizon_field: ClassVar[str] = ""
     strategies: ClassVar[Mapping[str, Strategy]] = {}
     default_strategy: ClassVar[str] = ""
+    #: per-tick metrics (the `ticks` table): name -> one line saying what it measures
+    tick_metric_docs: ClassVar[Mapping[str, str]] = {}
+    #: the run's final summary (`runs.final_metrics`, `--json`): name -> what it is over the whole run
+    final_metric_docs: ClassVar[Mapping[str, str]] = {}
 
     def __init__(
         self,
@@ -144,6 +187,25 @@ class SocietyModel(mesa.Model):
 
     def after_reward(self, rewards: Mapping[int, float]) -> None:
         """Learning and bookkeeping once rewards are known (e.g. social learning)."""
+
+    def final_metrics(self) -> dict[str, float]:
+        """The scenario's summary of the whole run: totals and rates named as such.
+
+        Called once, after the last tick; the base adds the Perolat metrics and norm totals.
+        Kept apart from `scenario_metrics()` (this tick) so no figure mixes the two.
+        """
+        return {}
+
+    # ----- the run's summary ----------------------------------------------------------------
+    def summary(self) -> dict[str, float]:
+        """Final metrics: the scenario's own, the Perolat four over the run, norm totals and rates."""
+        out = dict(self.final_metrics())
+        out.update(social.perolat(self.rewards_history, self.sanctioned_history, len(self.agents)))
+        totals = self.norms.totals
+        out.update({f"norm_{k}s": float(v) for k, v in totals.items()})
+        judged = totals["compliance"] + totals["violation"]
+        out["norm_compliance_rate"] = totals["compliance"] / judged if judged else None
+        return out
 
     # ----- helpers for scenarios -----------------------------------------------------------
     @property
@@ -233,10 +295,14 @@ class SocietyModel(mesa.Model):
             aid = agent.unique_id
             mine = taken.get(aid, {})
             fell = [d for d in mine.values() if d.fallback]
+            memory = None
+            if agent.memory.version != agent.stored_memory_version:
+                memory = agent.memory.snapshot()
+                agent.stored_memory_version = agent.memory.version
             steps.append(AgentStepRecord(
                 agent_id=aid, action={p: d.value for p, d in mine.items()}, payoff=payoffs.get(aid, 0.0),
                 reward=rewards.get(aid, 0.0), fallback=bool(fell), backend=agent.policy,
-                reason="; ".join(f"{d.phase}: {d.reason}" for d in fell) or None, memory=agent.memory.snapshot(),
+                reason="; ".join(f"{d.phase}: {d.reason}" for d in fell) or None, memory=memory,
             ))
         record = TickRecord(self.tick, metrics, self.state(), steps, list(self.events), self.status)
         self.records.append(record)

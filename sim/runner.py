@@ -7,6 +7,7 @@ The run row says honestly how it ended: `finished`, `collapsed` (the world ended
 from __future__ import annotations
 
 import importlib.metadata as md
+import math
 import platform
 import time
 from collections.abc import Callable, Mapping
@@ -43,13 +44,15 @@ class RunResult:
     scenario: str
     status: str
     ticks: int
-    metrics: dict[str, float]
+    metrics: dict[str, Optional[float]]
     reason: Optional[str] = None
     duration_s: float = 0.0
+    fallbacks: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """The `--json` object: final metrics are whole-run figures (see `societas scenarios`)."""
         return {"run_id": self.run_id, "scenario": self.scenario, "status": self.status,
-                "ticks": self.ticks, "metrics": self.metrics}
+                "ticks": self.ticks, "fallbacks": self.fallbacks, "metrics": self.metrics}
 
 
 def versions() -> dict[str, str]:
@@ -121,13 +124,26 @@ def execute(
         while model.running and model.tick < total:
             model.step()
     except KeyboardInterrupt:
-        store.finish_run(run_id, "failed", "interrupted", time.perf_counter() - started)
+        store.finish_run(run_id, "failed", "interrupted", time.perf_counter() - started, _summary(locals().get("model")))
         raise RunInterrupted(run_id, "interrupted") from None
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported
         reason = f"{type(exc).__name__}: {exc}"
-        store.finish_run(run_id, "failed", reason, time.perf_counter() - started)
+        store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(locals().get("model")))
         raise RunFailed(run_id, reason) from exc
     status = model.status if model.status != "running" else "finished"
     duration = time.perf_counter() - started
-    store.finish_run(run_id, status, model.reason, duration)
-    return RunResult(run_id, spec.scenario, status, model.tick, dict(model.last_metrics), model.reason, duration)
+    final = _summary(model)
+    store.finish_run(run_id, status, model.reason, duration, final)
+    fallbacks = sum(st.fallback for r in model.records for st in r.steps)
+    return RunResult(run_id, spec.scenario, status, model.tick, final, model.reason, duration, fallbacks)
+
+
+def _summary(model: Optional[SocietyModel]) -> dict[str, Optional[float]]:
+    """The run's final metrics as strict-JSON data: a non-finite value is reported as null."""
+    if model is None or model.tick == 0:
+        return {}
+    try:
+        raw = model.summary()
+    except Exception:  # noqa: BLE001 - a failed run still keeps its committed ticks
+        return {}
+    return {k: (float(v) if v is not None and math.isfinite(float(v)) else None) for k, v in raw.items()}

@@ -181,16 +181,19 @@ class Store:
                 s.add(LLMCall(run_id=run_id, **call))
             run = s.get(Run, run_id)
             run.ticks = record.tick
-            run.final_metrics = _clean(record.metrics)
             s.add(run)
             s.commit()
 
-    def finish_run(self, run_id: str, status: str, reason: Optional[str], duration_s: float) -> None:
+    def finish_run(self, run_id: str, status: str, reason: Optional[str], duration_s: float,
+                   final_metrics: Optional[dict[str, Any]] = None) -> None:
+        """Close a run: its status, reason and the final summary (whole-run metrics)."""
         if status not in RUN_STATUSES:
             raise ValueError(f"bad status {status!r}")
         with Session(self.engine) as s:
             run = s.get(Run, run_id)
             run.status, run.reason, run.finished_at, run.duration_s = status, reason, _now(), duration_s
+            if final_metrics is not None:
+                run.final_metrics = _clean(final_metrics)
             s.add(run)
             s.commit()
 

@@ -10,7 +10,8 @@ from sim.store import Store
 def test_run_json_reports_govsim_case(db_url):
     """`run --json` prints one object with the GovSim figures for 5 x 12 tons."""
     out = cli_json("run", "commons", "--policy", "scripted", "--set", "strategy=fixed", "--set", "catch=12", "--seed", "1", db=db_url)
-    assert set(out) == {"run_id", "scenario", "status", "ticks", "metrics"}
+    assert set(out) == {"run_id", "scenario", "status", "ticks", "fallbacks", "metrics"}
+    assert out["fallbacks"] == 0
     assert out["status"] == "collapsed" and out["ticks"] == 3
     assert out["metrics"]["survival_time"] == 3
     assert out["metrics"]["gain"] == pytest.approx(32)

@@ -56,7 +56,7 @@ def test_greedy_collapses_and_sustainable_survives(store):
     """Scripted baselines reproduce GovSim's qualitative finding."""
     assert run(store, strategy="greedy").status == "collapsed"
     r = run(store, strategy="sustainable")
-    assert r.status == "finished" and r.metrics["stock"] >= 50
+    assert r.status == "finished" and r.metrics["stock_final"] >= 50
 
 
 def test_talk_states_norms_and_sanctions_fine_violators(store):
