@@ -17,6 +17,28 @@ from sim.contracts import Decision, DecisionRequest
 Strategy = Callable[[DecisionRequest, random.Random], Any]
 
 
+class LazyRandom:
+    """Stands in for `random.Random(seed)`, but seeds the generator only on first use.
+
+    Most scripted strategies never draw; seeding a Mersenne Twister costs more than their
+    whole decision. Draws are identical to `random.Random(seed)`'s (every attribute is the
+    real generator's, bound and cached on first access).
+    """
+
+    __slots__ = ("_seed", "_rng", "__dict__")
+
+    def __init__(self, seed: int) -> None:
+        self._seed = seed
+        self._rng: random.Random | None = None
+
+    def __getattr__(self, name: str):
+        if self._rng is None:
+            self._rng = random.Random(self._seed)
+        value = getattr(self._rng, name)
+        self.__dict__[name] = value
+        return value
+
+
 class ScriptedBackend:
     """Answers each request with the strategy it names."""
 
@@ -32,6 +54,6 @@ class ScriptedBackend:
             if strategy is None:
                 out.append(fallback_decision(request, self.name, f"unknown strategy {request.strategy!r}"))
                 continue
-            value = strategy(request, random.Random(request.seed))
+            value = strategy(request, LazyRandom(request.seed))
             out.append(Decision(agent_id=request.agent_id, phase=request.phase, value=value, backend=self.name))
         return out

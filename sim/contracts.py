@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
@@ -23,8 +24,32 @@ def derive_seed(seed: int, *parts: Any) -> int:
     Used so that a decision's randomness depends only on who decides when, never on
     which other requests happened to share its batch.
     """
-    text = json.dumps([seed, *parts], default=str)
+    text = _fast_json(seed, parts) or json.dumps([seed, *parts], default=str)
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") >> 1
+
+
+_SAFE = re.compile(r"[A-Za-z0-9_.:\- ]*\Z")
+_SAFE_TEXT: dict[str, bool] = {}  # phase names and other labels repeat: test each once
+
+
+def _fast_json(seed: Any, parts: tuple[Any, ...]) -> Optional[str]:
+    """`json.dumps([seed, *parts])` for ints and plain strings, built directly (the hot path); None otherwise."""
+    out = []
+    for p in (seed, *parts):
+        if type(p) is int:
+            out.append(str(p))
+        elif type(p) is str:
+            safe = _SAFE_TEXT.get(p)
+            if safe is None:
+                safe = bool(_SAFE.match(p))
+                if len(_SAFE_TEXT) < 10_000:
+                    _SAFE_TEXT[p] = safe
+            if not safe:
+                return None
+            out.append(f'"{p}"')
+        else:
+            return None
+    return "[" + ", ".join(out) + "]"
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,43 @@ def perolat(
         "perolat_sustainability": sustainability(rewards_by_tick),
         "perolat_peace": peace(sanctioned_by_tick, n_agents),
     }
+
+
+class PerolatTracker:
+    """The four Perolat metrics kept incrementally: O(N) per tick instead of O(ticks x N).
+
+    `update(rewards, sanctioned)` once per tick; `values()` equals `perolat()` over all ticks so far.
+    """
+
+    def __init__(self, n_agents: int) -> None:
+        self.n_agents = n_agents
+        self.ticks = 0
+        self.reward_sum = 0.0
+        self.returns: dict[int, float] = {}
+        self.pos_time_sum: dict[int, int] = {}
+        self.pos_count: dict[int, int] = {}
+        self.not_sanctioned = 0
+
+    def update(self, rewards: Mapping[int, float], sanctioned: int) -> None:
+        self.ticks += 1
+        t = self.ticks
+        self.reward_sum += sum(rewards.values())
+        returns, times, counts = self.returns, self.pos_time_sum, self.pos_count
+        for agent, r in rewards.items():
+            returns[agent] = returns.get(agent, 0.0) + r
+            if r > 0:
+                times[agent] = times.get(agent, 0) + t
+                counts[agent] = counts.get(agent, 0) + 1
+        self.not_sanctioned += self.n_agents - sanctioned
+
+    def values(self) -> dict[str, float]:
+        if not self.ticks:
+            return perolat([], [], self.n_agents)
+        sus = (sum(self.pos_time_sum[a] / self.pos_count[a] for a in self.pos_count) / len(self.pos_count)
+               if self.pos_count else 0.0)
+        return {
+            "perolat_efficiency": self.reward_sum / self.ticks,
+            "perolat_equality": equality(list(self.returns.values())),
+            "perolat_sustainability": sus,
+            "perolat_peace": self.not_sanctioned / self.ticks,
+        }

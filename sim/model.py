@@ -115,6 +115,10 @@ class TickRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _by_id(agent: SocietyAgent) -> int:
+    return agent.unique_id
+
+
 class SocietyModel(mesa.Model):
     """Base class of every scenario. Subclasses fill in the hooks below."""
 
@@ -149,11 +153,11 @@ class SocietyModel(mesa.Model):
         self.status = "running"
         self.reason: Optional[str] = None
         self.events: list[Event] = []
-        self.rewards_history: list[dict[int, float]] = []
-        self.sanctioned_history: list[int] = []
         self.last_metrics: dict[str, float] = {}
-        self.records: list[TickRecord] = []
+        self.last_record: Optional[TickRecord] = None
+        self.fallbacks = 0  # fallback decisions so far (records are handed to the store, not kept)
         self.setup()
+        self.perolat = social.PerolatTracker(len(self.agents))
 
     # ----- hooks a scenario fills in -----------------------------------------------------
     def setup(self) -> None:
@@ -200,7 +204,7 @@ class SocietyModel(mesa.Model):
     def summary(self) -> dict[str, float]:
         """Final metrics: the scenario's own, the Perolat four over the run, norm totals and rates."""
         out = dict(self.final_metrics())
-        out.update(social.perolat(self.rewards_history, self.sanctioned_history, len(self.agents)))
+        out.update(self.perolat.values())
         totals = self.norms.totals
         out.update({f"norm_{k}s": float(v) for k, v in totals.items()})
         judged = totals["compliance"] + totals["violation"]
@@ -238,12 +242,18 @@ class SocietyModel(mesa.Model):
         context: str,
         question: str,
     ) -> DecisionRequest:
-        """Build a request with everything the decision layer needs from this agent."""
+        """Build a request with everything the decision layer needs from this agent.
+
+        Prompt text (memory, feedback) is rendered only for agents whose decisions read it
+        (LLM agents); a scripted strategy reads `observation` alone.
+        """
+        text = agent.policy == "llm"
         return DecisionRequest(
             agent_id=agent.unique_id, tick=self.tick, phase=phase, space=space, default=default,
             backend=agent.policy, strategy=agent.strategy, observation=observation, context=context,
-            question=question, persona=agent.persona, memory=agent.memory.render(question),
-            feedback=describe_feedback(agent.feedback), seed=derive_seed(self.seed, self.tick, agent.unique_id, phase),
+            question=question, persona=agent.persona, memory=agent.memory.render(question) if text else "",
+            feedback=describe_feedback(agent.feedback) if text else "",
+            seed=derive_seed(self.seed, self.tick, agent.unique_id, phase),
         )
 
     def emit(self, kind: str, actor: Optional[int] = None, target: Optional[int] = None, **data: Any) -> Event:
@@ -275,36 +285,44 @@ class SocietyModel(mesa.Model):
                 break
         payoffs = self.payoffs()
         rewards = self.reward_layer.rewards(payoffs)
-        self.rewards_history.append(rewards)
-        self.sanctioned_history.append(len(self.norms.sanctioned()))
+        sanctioned = len(self.norms.sanctioned())
+        self.perolat.n_agents = len(self.agents)
+        self.perolat.update(rewards, sanctioned)
         norm_counts = self.norms.tick_counts()
         self.events.extend(self.norms.flush())
         metrics = dict(self.scenario_metrics())
-        metrics.update(social.perolat(self.rewards_history, self.sanctioned_history, len(self.agents)))
+        metrics.update(self.perolat.values())
         metrics.update({f"norm_{k}s": float(v) for k, v in norm_counts.items()})
         self.last_metrics = metrics
+        layer = self.reward_layer
         for agent in self.agents:
             aid = agent.unique_id
             agent.last_payoff = payoffs.get(aid, 0.0)
             agent.total_payoff += agent.last_payoff
             agent.last_reward = rewards.get(aid, 0.0)
-            agent.feedback = self.reward_layer.feedback_for(aid, rewards, metrics)
+            if agent.policy == "llm":  # feedback is prompt text: only LLM agents read it
+                agent.feedback = layer.feedback_for(aid, rewards, metrics)
         self.after_reward(rewards)
         steps = []
-        for agent in sorted(self.agents, key=lambda a: a.unique_id):
+        for agent in sorted(self.agents, key=_by_id):
             aid = agent.unique_id
-            mine = taken.get(aid, {})
-            fell = [d for d in mine.values() if d.fallback]
+            mine = taken.get(aid)
             memory = None
             if agent.memory.version != agent.stored_memory_version:
                 memory = agent.memory.snapshot()
                 agent.stored_memory_version = agent.memory.version
+            if mine is None:
+                steps.append(AgentStepRecord(aid, {}, payoffs.get(aid, 0.0), rewards.get(aid, 0.0), False,
+                                             agent.policy, None, memory))
+                continue
+            fell = [d for d in mine.values() if d.fallback]
+            if fell:
+                self.fallbacks += 1
             steps.append(AgentStepRecord(
-                agent_id=aid, action={p: d.value for p, d in mine.items()}, payoff=payoffs.get(aid, 0.0),
-                reward=rewards.get(aid, 0.0), fallback=bool(fell), backend=agent.policy,
-                reason="; ".join(f"{d.phase}: {d.reason}" for d in fell) or None, memory=memory,
+                aid, {p: d.value for p, d in mine.items()}, payoffs.get(aid, 0.0), rewards.get(aid, 0.0), bool(fell),
+                agent.policy, "; ".join(f"{d.phase}: {d.reason}" for d in fell) or None, memory,
             ))
         record = TickRecord(self.tick, metrics, self.state(), steps, list(self.events), self.status)
-        self.records.append(record)
+        self.last_record = record
         if self.on_tick is not None:
             self.on_tick(record)

@@ -134,8 +134,7 @@ def execute(
     duration = time.perf_counter() - started
     final = _summary(model)
     store.finish_run(run_id, status, model.reason, duration, final)
-    fallbacks = sum(st.fallback for r in model.records for st in r.steps)
-    return RunResult(run_id, spec.scenario, status, model.tick, final, model.reason, duration, fallbacks)
+    return RunResult(run_id, spec.scenario, status, model.tick, final, model.reason, duration, model.fallbacks)
 
 
 def _summary(model: Optional[SocietyModel]) -> dict[str, Optional[float]]:

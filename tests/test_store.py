@@ -34,16 +34,16 @@ def test_a_tick_is_all_or_nothing(store, monkeypatch):
     from sim import store as store_mod
     from sim.runner import RunFailed
 
-    real = store_mod.EventRow.__init__
+    real = store_mod.dumps
     calls = {"n": 0}
 
-    def boom(self, *a, **k):
+    def boom(value):
         calls["n"] += 1
-        if calls["n"] > 9:  # tick 1 stores 7 events (a norm statement, a harvest, 5 compliances); fail inside tick 2
+        if calls["n"] > 7:  # tick 1 encodes 5 agent steps; fail midway through tick 2's, after its tick row went in
             raise RuntimeError("disk on fire")
-        real(self, *a, **k)
+        return real(value)
 
-    monkeypatch.setattr(store_mod.EventRow, "__init__", boom)
+    monkeypatch.setattr(store_mod, "dumps", boom)
     with pytest.raises(RunFailed, match="disk on fire"):
         execute(build_spec("commons", ticks=5, sets=["sanctions=true"]), store)
     run = store.list_runs()[0]

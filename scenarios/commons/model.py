@@ -34,8 +34,8 @@ MAX_SANCTION_TARGETS = 8  # a sanction choice lists at most this many violators 
 class CommonsConfig(ScenarioConfig):
     """Config of the fishery; every field can be set with `--set key=value`."""
 
-    fishers: int = Field(5, ge=1, le=1000, description="number of fishers")
-    capacity: float = Field(100.0, gt=0, description="lake capacity in tons (starts full)")
+    fishers: int = Field(5, ge=1, le=1_000_000, description="number of fishers")
+    capacity: float = Field(100.0, gt=0, le=1e9, description="lake capacity in tons (starts full)")
     months: int = Field(12, ge=1, le=100_000, description="months to run unless the lake collapses")
     collapse_below: float = Field(5.0, ge=0, description="stock under which the lake collapses")
     regrowth: float = Field(2.0, ge=1.0, le=100.0, description="factor the remaining stock multiplies by")
@@ -150,7 +150,7 @@ class CommonsModel(SocietyModel):
         if phase == "talk":
             space, default = Text(max_tokens=40), "I will catch a fair share."
         elif phase == "harvest":
-            space, default = Number(0, float(int(self.stock)), 1), 0.0
+            space, default = self._harvest_space(), 0.0
         else:
             if self.norm is None:
                 return None
@@ -160,7 +160,15 @@ class CommonsModel(SocietyModel):
             obs["violators"] = violators
             space = Choice(["none", *(f"fisher {k}" for k in violators)])
             default = "none"
-        return self.request(agent, phase, space, default, obs, self._context(agent, obs), question)
+        context = self._context(agent, obs) if agent.policy == "llm" else ""
+        return self.request(agent, phase, space, default, obs, context, question)
+
+    def _harvest_space(self) -> Number:
+        """The month's catch space (0..stock), built once per month."""
+        hi = float(int(self.stock))
+        if getattr(self, "_space", None) is None or self._space.hi != hi:
+            self._space = Number(0, hi, 1)
+        return self._space
 
     def _top_violators(self) -> dict[int, float]:
         """The fishers over the norm with the largest catches (computed once per tick)."""
@@ -208,7 +216,9 @@ class CommonsModel(SocietyModel):
                     self.norms.compliance(aid, NORM, catch=amount, limit=self.norm)
         total = sum(caught.values())
         self.stock -= total
-        self.emit("harvest", None, None, demand=demand, caught=caught, stock_after=self.stock)
+        rationed = {str(a): v for a, v in caught.items() if v != demand[a]}
+        self.emit("harvest", None, None, demand_total=sum(demand.values()), caught_total=total,
+                  stock_after=self.stock, rationed=rationed)
         for f in self.agents:
             if f.remembers:
                 f.remember(self.tick, "observation", f"I caught {f.catch:g} tons; all fishers caught {total:g}; {self.stock:g} tons were left.")
