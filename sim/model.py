@@ -88,7 +88,7 @@ class ScenarioConfig(BaseModel):
     memory_summary_chars: int = Field(400, ge=0, le=100_000, description="size of the running summary")
 
 
-@dataclass
+@dataclass(slots=True)
 class AgentStepRecord:
     """One agent's tick: its decisions by phase, payoff, reward, fallback flag, memory snapshot."""
 

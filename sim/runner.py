@@ -78,6 +78,14 @@ def needs_llm(spec: RunSpec, cls: type[SocietyModel]) -> bool:
     return spec.policy == "llm"
 
 
+def needs_only_llm(spec: RunSpec) -> bool:
+    """Whether every agent is played by the LLM (no scripted agent in the population)."""
+    population = spec.config.get("population")
+    if population:
+        return all((g.get("policy") or spec.policy) == "llm" for g in population)
+    return spec.policy == "llm"
+
+
 def make_backends(spec: RunSpec, cls: type[SocietyModel], store: Store, *, cache_only: bool = False) -> dict[str, Backend]:
     """The scripted backend always; the LLM backend when some agent needs it."""
     backends: dict[str, Backend] = {"scripted": ScriptedBackend(cls.strategies)}
@@ -95,6 +103,9 @@ def execute(
     progress: Optional[Progress] = None,
     backends: Optional[Mapping[str, Backend]] = None,
     cache_only: bool = False,
+    origin: str = "run",
+    parent_id: Optional[str] = None,
+    sweep_id: Optional[str] = None,
 ) -> RunResult:
     """Run `spec` to its end, committing each tick; raise RunFailed if it fails."""
     from scenarios import get_scenario
@@ -103,7 +114,9 @@ def execute(
     config = cls.Config.model_validate(spec.config)
     # built before the run row: a chat model that cannot be imported or built is bad input, not a failed run
     backends = dict(backends) if backends is not None else make_backends(spec, cls, store, cache_only=cache_only)
-    run_id = store.create_run(spec, versions())
+    used = sorted({p for p in backends if p != "scripted" or not needs_only_llm(spec)})
+    run_id = store.create_run(spec, versions(), origin=origin, parent_id=parent_id, sweep_id=sweep_id,
+                              backends="+".join(used))
     started = time.perf_counter()
     total = horizon(spec, cls)
     try:

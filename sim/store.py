@@ -6,15 +6,19 @@ All table models live here, beside the engine factory.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+import os
+import socket
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Text, event, func, insert, update
+from sqlalchemy import JSON, Column, Index, Text, event, func, insert, inspect, make_url, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
@@ -47,6 +51,15 @@ class Run(SQLModel, table=True):
     created_at: datetime = Field(default_factory=_now)
     finished_at: Optional[datetime] = None
     duration_s: float = 0.0
+    origin: str = Field(default="run", sa_column_kwargs={"server_default": "run"})  # run / replay / resume / fork
+    parent_id: Optional[str] = Field(default=None, index=True)  # the run replayed or forked
+    branch_tick: Optional[int] = None  # a fork's last tick taken from its parent
+    sweep_id: Optional[str] = Field(default=None, index=True)
+    backends: str = Field(default="", sa_column_kwargs={"server_default": ""})  # who decided: "llm+scripted"
+    cached: Optional[bool] = None  # every LLM call answered from the cache (None: no LLM calls)
+    owner_pid: Optional[int] = None  # the process running it, and where: tells a live run from a stale one
+    owner_host: Optional[str] = None
+    heartbeat_at: Optional[datetime] = None
 
 
 class Tick(SQLModel, table=True):
@@ -65,8 +78,9 @@ class AgentStep(SQLModel, table=True):
     """One agent's tick: its actions by phase, payoff, reward, fallback flag and memory."""
 
     __tablename__ = "agent_steps"
+    __table_args__ = (Index("ix_agent_steps_run_id_tick", "run_id", "tick"),)
     id: Optional[int] = Field(default=None, primary_key=True)
-    run_id: str = Field(foreign_key="runs.id", index=True)
+    run_id: str = Field(foreign_key="runs.id")
     tick: int
     agent_id: int
     backend: str
@@ -82,8 +96,9 @@ class EventRow(SQLModel, table=True):
     """Messages, harvests, sanctions, norm events, trades."""
 
     __tablename__ = "events"
+    __table_args__ = (Index("ix_events_run_id_tick", "run_id", "tick"),)
     id: Optional[int] = Field(default=None, primary_key=True)
-    run_id: str = Field(foreign_key="runs.id", index=True)
+    run_id: str = Field(foreign_key="runs.id")
     tick: int
     kind: str = Field(index=True)
     actor: Optional[int] = None
@@ -114,17 +129,44 @@ class LLMCall(SQLModel, table=True):
     attempts: int = 1
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for `url`, with the schema created; a UsageError if it cannot be opened."""
+def sqlite_path(url: str) -> Optional[Path]:
+    """The database file of a SQLite URL (None for other databases and in-memory SQLite)."""
+    if not url.startswith("sqlite"):
+        return None
+    try:
+        database = make_url(url).database
+    except ArgumentError:
+        return None
+    return Path(database) if database and database != ":memory:" else None
+
+
+def make_engine(url: str, *, create: bool = True) -> Engine:
+    """An engine for `url` with the schema at head; a UsageError if it cannot be opened.
+
+    `create=False` (read-only commands) never creates a database: a missing SQLite file is an
+    error. A fresh database gets the schema; an older one must be upgraded explicitly
+    (`societas db upgrade`); one newer than this code is refused.
+    """
+    path = sqlite_path(url)
+    if path is not None:
+        if not path.exists():
+            if not create:
+                raise UsageError(f"no store at {str(path)!r} (nothing has been run there yet); `societas run` creates one")
+            if not path.parent.is_dir():
+                raise UsageError(f"cannot open database {url!r}: folder {str(path.parent)!r} does not exist")
+        elif path.is_dir():
+            raise UsageError(f"cannot open database {url!r}: {str(path)!r} is a folder")
     try:
         kwargs: dict[str, Any] = {"json_serializer": dumps}
         if url.startswith("sqlite"):
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 60}
         engine = create_engine(url, **kwargs)
         if url.startswith("sqlite"):
             event.listen(engine, "connect", _sqlite_pragmas)
-        migrate(engine)
+        prepare_schema(engine, path, upgrade=False)
         return engine
+    except UsageError:
+        raise
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:
         raise UsageError(f"cannot open database {url!r}: {str(exc).splitlines()[0]}") from None
     except (OperationalError, SQLAlchemyError) as exc:
@@ -134,40 +176,105 @@ def make_engine(url: str) -> Engine:
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
-def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest Alembic revision (creates it in an empty database)."""
-    from alembic import command
+def _alembic_config() -> Any:
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+    return cfg
+
+
+def schema_versions(engine: Engine) -> tuple[Optional[str], str]:
+    """(the database's schema revision or None if it has none, the newest this code knows)."""
+    from alembic.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+        if current is None and inspect(conn).has_table("runs"):
+            current = "unversioned"
+    return current, head
+
+
+@contextmanager
+def _schema_lock(engine: Engine, path: Optional[Path]) -> Iterator[None]:
+    """One process at a time creates or migrates a schema (concurrent first use of a new store)."""
+    if path is not None:
+        with open(path, "ab") as handle:  # flock on the file itself: SQLite's own locks are fcntl locks, independent
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    elif engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(7242531)"))
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(7242531)"))
+                conn.commit()
+    else:
+        yield
+
+
+def prepare_schema(engine: Engine, path: Optional[Path] = None, *, upgrade: bool = False) -> str:
+    """Create the schema in an empty database; with `upgrade`, migrate an older one. Returns what was done."""
+    from alembic import command
+    from alembic.script import ScriptDirectory
+
+    current, head = schema_versions(engine)
+    if current == head:
+        return "current"
+    known = {rev.revision for rev in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
+    if current is not None and current not in known:
+        raise UsageError(f"the store's schema ({current}) is newer than this societas knows ({head}); "
+                         "upgrade societas to read it")
+    with _schema_lock(engine, path):
+        current, head = schema_versions(engine)  # another process may have done it meanwhile
+        if current == head:
+            return "current"
+        if current is not None and not upgrade:
+            raise UsageError(f"the store's schema is {current}, this societas needs {head}: "
+                             "run `societas db upgrade` (with the same --db) first")
+        cfg = _alembic_config()
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        return "created" if current is None else f"upgraded {current} -> {head}"
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    """Foreign keys on; WAL so readers never block the writer and a killed writer loses only its open tick."""
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
 
 
 class Store:
     """Reads and writes runs; every tick is committed in one transaction."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
-        self.engine = make_engine(url)
+        self.engine = make_engine(url, create=create)
         mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
         cols = ("run_id", "tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason", "memory")
         self._steps_sql = f"INSERT INTO agent_steps ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
 
     # ----- writing ----------------------------------------------------------------------
-    def create_run(self, spec: Any, versions: dict[str, str]) -> str:
-        run_id = uuid.uuid4().hex[:12]
+    def create_run(self, spec: Any, versions: dict[str, str], *, origin: str = "run", parent_id: Optional[str] = None,
+                   branch_tick: Optional[int] = None, sweep_id: Optional[str] = None, backends: str = "",
+                   run_id: Optional[str] = None) -> str:
+        """Insert a `running` run owned by this process; returns its id."""
+        run_id = run_id or uuid.uuid4().hex[:12]
         with Session(self.engine) as s:
             s.add(Run(id=run_id, scenario=spec.scenario, seed=spec.seed, policy=spec.policy,
-                      spec_digest=spec.digest(), spec=spec.model_dump(mode="json"), versions=versions))
+                      spec_digest=spec.digest(), spec=spec.model_dump(mode="json"), versions=versions, origin=origin,
+                      parent_id=parent_id, branch_tick=branch_tick, sweep_id=sweep_id, backends=backends,
+                      owner_pid=os.getpid(), owner_host=socket.gethostname(), heartbeat_at=_now()))
             s.commit()
         return run_id
 
@@ -196,16 +303,20 @@ class Store:
                 conn.execute(insert(EventRow.__table__), events)
             if calls:
                 conn.execute(insert(LLMCall.__table__), [_call_row(c) for c in calls])
-            conn.execute(update(Run.__table__).where(Run.__table__.c.id == run_id).values(ticks=t))
+            conn.execute(update(Run.__table__).where(Run.__table__.c.id == run_id).values(ticks=t, heartbeat_at=_now()))
 
     def finish_run(self, run_id: str, status: str, reason: Optional[str], duration_s: float,
                    final_metrics: Optional[dict[str, Any]] = None) -> None:
-        """Close a run: its status, reason and the final summary (whole-run metrics)."""
+        """Close a run: its status, reason, the final summary (whole-run metrics), whether the cache served it all."""
         if status not in RUN_STATUSES:
             raise ValueError(f"bad status {status!r}")
         with Session(self.engine) as s:
             run = s.get(Run, run_id)
             run.status, run.reason, run.finished_at, run.duration_s = status, reason, _now(), duration_s
+            calls, hits = s.exec(select(func.count(), func.coalesce(func.sum(LLMCall.cache_hit), 0))
+                                 .where(LLMCall.run_id == run_id)).one()
+            run.cached = None if not calls else bool(hits == calls)
+            run.heartbeat_at = _now()
             if final_metrics is not None:
                 run.final_metrics = _clean(final_metrics)
             s.add(run)

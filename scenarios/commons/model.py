@@ -146,7 +146,7 @@ class CommonsModel(SocietyModel):
 
     def observe(self, agent: Fisher, phase: str) -> Optional[DecisionRequest]:
         obs = self._obs_base()
-        question = tpl.QUESTIONS[phase].substitute(cost=f"{self.config.sanction_cost:g}", fine=f"{self.config.sanction_fine:g}")
+        question = self._question(phase)
         if phase == "talk":
             space, default = Text(max_tokens=40), "I will catch a fair share."
         elif phase == "harvest":
@@ -162,6 +162,12 @@ class CommonsModel(SocietyModel):
             default = "none"
         context = self._context(agent, obs) if agent.policy == "llm" else ""
         return self.request(agent, phase, space, default, obs, context, question)
+
+    def _question(self, phase: str) -> str:
+        cache = self.__dict__.setdefault("_questions", {})
+        if phase not in cache:
+            cache[phase] = tpl.QUESTIONS[phase].substitute(cost=f"{self.config.sanction_cost:g}", fine=f"{self.config.sanction_fine:g}")
+        return cache[phase]
 
     def _harvest_space(self) -> Number:
         """The month's catch space (0..stock), built once per month."""
