@@ -1,52 +1,86 @@
-"""Stored runs as pandas DataFrames, and export to CSV or Parquet."""
+"""Stored runs as pandas DataFrames, and export to CSV or Parquet.
+
+Columns come from the table definitions in a fixed order (plus `metric_*` columns, sorted,
+for the ticks table), and JSON values are written with sorted keys, so two exports of the
+same run are byte-identical; an empty table is still written with its header (CSV) or its
+schema (Parquet), so pandas reads it.
+"""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from sim.store import Store
+from sim.errors import UsageError
+from sim.store import AgentStep, EventRow, LLMCall, Run, Store, Tick
 
 TABLES = ("runs", "ticks", "agent_steps", "events", "llm_calls")
+MODELS = {"runs": Run, "ticks": Tick, "agent_steps": AgentStep, "events": EventRow, "llm_calls": LLMCall}
 
 
-def _flat(row: dict, json_cols: tuple[str, ...]) -> dict:
-    out = {}
-    for k, v in row.items():
-        if k in json_cols and isinstance(v, dict) and k == "metrics":
-            out.update({f"metric_{mk}": mv for mk, mv in v.items()})
-        elif isinstance(v, (dict, list)):
-            out[k] = json.dumps(v)
-        else:
-            out[k] = v
-    return out
+def _dtype(column: Any) -> str:
+    """The pandas dtype of a table column (nullable kinds, so an empty frame keeps its schema).
+
+    JSON and timestamps are written as text (sorted-key JSON, ISO 8601).
+    """
+    try:
+        py = column.type.python_type
+    except NotImplementedError:
+        return "string"
+    return {bool: "boolean", int: "Int64", float: "float64"}.get(py, "string")
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def table_frame(name: str, rows: list[Any]) -> pd.DataFrame:
+    """Rows of one table as a frame with the table's columns, in the table's order and dtypes."""
+    columns = list(MODELS[name].__table__.columns)
+    data = {c.name: [_cell(getattr(r, c.name)) for r in rows] for c in columns}
+    frame = pd.DataFrame({c.name: pd.Series(data[c.name], dtype=_dtype(c)) for c in columns})
+    if name == "ticks":
+        keys = sorted({k for r in rows for k in (r.metrics or {})})
+        for k in keys:
+            frame[f"metric_{k}"] = pd.Series([(r.metrics or {}).get(k) for r in rows], dtype="float64")
+    return frame
 
 
 def run_frames(store: Store, run_id: str) -> dict[str, pd.DataFrame]:
-    """One DataFrame per table for a run; tick metrics are spread into `metric_*` columns."""
+    """One DataFrame per table for a run; tick metrics are also spread into `metric_*` columns."""
     run = store.get_run(run_id)
-    rows = {
-        "runs": [run.model_dump()],
-        "ticks": [t.model_dump() for t in store.ticks(run_id)],
-        "agent_steps": [s.model_dump() for s in store.steps(run_id)],
-        "events": [e.model_dump() for e in store.events(run_id)],
-        "llm_calls": [c.model_dump() for c in store.llm_calls(run_id)],
-    }
-    return {name: pd.DataFrame([_flat(r, ("metrics",)) for r in rs]) for name, rs in rows.items()}
+    rows = {"runs": [run], "ticks": store.ticks(run_id), "agent_steps": store.steps(run_id),
+            "events": store.events(run_id), "llm_calls": store.llm_calls(run_id)}
+    return {name: table_frame(name, rs) for name, rs in rows.items()}
 
 
 def export_run(store: Store, run_id: str, out_dir: Path, fmt: str) -> list[Path]:
     """Write every table of the run into `out_dir` as `<table>.<fmt>`; returns the paths."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"bad value for '--out': {str(out_dir)!r} is a file, not a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"bad value for '--out': cannot create folder {str(out_dir)!r}: {exc.strerror}") from None
+    frames = run_frames(store, run_id)
     paths = []
-    for name, frame in run_frames(store, run_id).items():
-        path = out_dir / f"{name}.{fmt}"
-        if fmt == "csv":
-            frame.to_csv(path, index=False)
-        else:
-            frame.to_parquet(path, index=False)
-        paths.append(path)
+    try:
+        for name, frame in frames.items():
+            path = out_dir / f"{name}.{fmt}"
+            if fmt == "csv":
+                frame.to_csv(path, index=False)
+            else:
+                frame.to_parquet(path, index=False)
+            paths.append(path)
+    except OSError as exc:
+        raise UsageError(f"bad value for '--out': cannot write into {str(out_dir)!r}: {exc.strerror}") from None
     return paths

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sim.store import Store
@@ -28,16 +31,100 @@ def llm_usage(calls: list[Any]) -> dict[str, Any]:
     }
 
 
+def liveness(run: Any) -> str:
+    """`live`, `stale` (its process is gone, or silent for over 10 minutes) or `done` (not running)."""
+    if run.status != "running":
+        return "done"
+    if run.owner_host == socket.gethostname() and run.owner_pid:
+        try:
+            os.kill(run.owner_pid, 0)
+        except ProcessLookupError:
+            return "stale"
+        except PermissionError:
+            pass
+        return "live"
+    beat = run.heartbeat_at or run.created_at
+    if beat is not None:
+        beat = beat if beat.tzinfo else beat.replace(tzinfo=timezone.utc)
+        if datetime.now(timezone.utc) - beat > timedelta(minutes=STALE_AFTER_MIN):
+            return "stale"
+    return "live"
+
+
+STALE_AFTER_MIN = 10
+
+
+def status_text(run: Any) -> str:
+    """The status as a person should read it: a killed run says it is stale, not that it runs."""
+    if liveness(run) == "stale":
+        who = f"pid {run.owner_pid} on {run.owner_host}" if run.owner_pid else "its process"
+        return f"stale (was running; {who} is gone; last tick {run.ticks})"
+    return run.status
+
+
+def run_row(run: Any) -> dict[str, Any]:
+    """One line of `societas list`."""
+    return {"run_id": run.id, "scenario": run.scenario, "status": run.status, "status_text": status_text(run),
+            "live": liveness(run), "seed": run.seed, "ticks": run.ticks, "policy": run.policy,
+            "decided_by": run.backends or run.policy, "origin": run.origin, "parent_id": run.parent_id,
+            "sweep_id": run.sweep_id, "cached": bool(run.cached), "created_at": run.created_at.isoformat()}
+
+
+def reference_rows(scenario: str, final_metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run's metrics beside the published values its scenario declares (`reference` on the class)."""
+    from scenarios import REGISTRY
+
+    cls = REGISTRY.get(scenario)
+    ref = getattr(cls, "reference", None) or {}
+    rows = []
+    for metric, entry in ref.items():
+        if isinstance(entry, dict):
+            published, source = entry.get("value", entry.get("published")), str(entry.get("source", ""))
+        elif isinstance(entry, (tuple, list)):
+            published, source = entry[0], str(entry[1]) if len(entry) > 1 else ""
+        else:
+            published, source = entry, ""
+        rows.append({"metric": metric, "value": final_metrics.get(metric), "published": published, "source": source})
+    return rows
+
+
+def metric_docs(scenario: str) -> dict[str, dict[str, str]]:
+    from scenarios import REGISTRY
+    from sim.model import BASE_FINAL_DOCS, BASE_TICK_DOCS
+
+    cls = REGISTRY.get(scenario)
+    return {"tick": {**dict(getattr(cls, "tick_metric_docs", {})), **BASE_TICK_DOCS},
+            "final": {**dict(getattr(cls, "final_metric_docs", {})), **BASE_FINAL_DOCS}}
+
+
 def run_summary(store: Store, run_id: str) -> dict[str, Any]:
-    """Spec, status, final metrics, per-tick metrics, fallback count and LLM usage of a run."""
+    """Spec, status, final metrics, per-tick metrics, fallback count and LLM usage of a run (aggregated in SQL)."""
     run = store.get_run(run_id)
-    steps = store.steps(run_id)
     return {
         "run_id": run.id, "scenario": run.scenario, "seed": run.seed, "policy": run.policy,
-        "status": run.status, "reason": run.reason, "ticks": run.ticks, "duration_s": run.duration_s,
-        "created_at": run.created_at.isoformat(), "config": run.spec.get("config", {}), "spec": run.spec,
-        "versions": run.versions, "final_metrics": run.final_metrics,
+        "status": run.status, "status_text": status_text(run), "reason": run.reason, "ticks": run.ticks,
+        "duration_s": run.duration_s, "created_at": run.created_at.isoformat(), "origin": run.origin,
+        "parent_id": run.parent_id, "branch_tick": run.branch_tick, "sweep_id": run.sweep_id,
+        "decided_by": run.backends or run.policy, "cached": bool(run.cached),
+        "config": run.spec.get("config", {}), "spec": run.spec, "versions": run.versions,
+        "final_metrics": run.final_metrics, "metric_docs": metric_docs(run.scenario),
+        "reference": reference_rows(run.scenario, run.final_metrics or {}),
         "per_tick": [{"tick": t.tick, "metrics": t.metrics} for t in store.ticks(run_id)],
-        "fallbacks": sum(s.fallback for s in steps),
+        "fallbacks": store.fallback_count(run_id),
         "llm": llm_usage(store.llm_calls(run_id)),
     }
+
+
+TEXT_KEYS = ("text", "message", "content", "body", "title")
+
+
+def tick_messages(store: Store, run_id: str, tick: int) -> list[dict[str, Any]]:
+    """What agents said in a tick: every event of that tick that carries text, in order."""
+    out = []
+    for e in store.events(run_id, tick=tick):
+        if e.kind.startswith("norm."):  # norm records quote what was said; the message itself is listed
+            continue
+        text = next((e.data[k] for k in TEXT_KEYS if isinstance(e.data, dict) and isinstance(e.data.get(k), str)), None)
+        if text is not None:
+            out.append({"kind": e.kind, "actor": e.actor, "target": e.target, "text": text})
+    return out

@@ -18,21 +18,90 @@ from sim.errors import UsageError
 RESERVED = ("scenario", "seed", "policy", "llm", "ticks")
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping, or raise a UsageError saying what is wrong with the file."""
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"config file {str(p)!r} does not exist")
+MAX_CONFIG_BYTES = 1_000_000
+MAX_NODES = 100_000  # scalars + containers after alias expansion: a config is small; an alias bomb is not
+MAX_INT_DIGITS = 30
+
+
+def cut(value: Any, limit: int = 60) -> str:
+    """`repr(value)` cut to `limit` characters: messages never echo a whole (possibly huge) value."""
+    text = reprlib_repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def reprlib_repr(value: Any) -> str:
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxstring, r.maxother, r.maxlist, r.maxdict, r.maxlevel = 60, 60, 6, 6, 3
+    return r.repr(value)
+
+
+def check_size(data: Any, what: str) -> None:
+    """Refuse data whose alias-expanded size exceeds MAX_NODES (YAML alias bombs), or absurd integers.
+
+    Counts nodes as a consumer would see them (a list referenced twice counts twice) and stops
+    counting at the limit, so the check itself is bounded.
+    """
+    budget = [MAX_NODES]
+
+    def walk(node: Any, depth: int) -> None:
+        budget[0] -= 1
+        if budget[0] < 0 or depth > 50:
+            raise UsageError(f"{what} is too large or too deeply nested once YAML aliases are expanded "
+                             f"(more than {MAX_NODES} values or 50 levels)")
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(k, depth + 1)
+                walk(v, depth + 1)
+        elif isinstance(node, (list, tuple, set)):
+            for v in node:
+                walk(v, depth + 1)
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) >= 10 ** MAX_INT_DIGITS:
+            raise UsageError(f"{what} holds an integer of more than {MAX_INT_DIGITS} digits")
+
+    walk(data, 0)
+
+
+def safe_yaml(text: str, what: str) -> Any:
+    """`yaml.safe_load` with every failure as a UsageError and the result's size bounded."""
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise UsageError(f"malformed YAML in {str(p)!r}{where}: {getattr(exc, 'problem', exc)}") from None
+        raise UsageError(f"malformed YAML in {what}{where}: {getattr(exc, 'problem', None) or cut(str(exc), 120)}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # e.g. an integer past Python's digit limit
+        raise UsageError(f"cannot read {what}: {cut(str(exc), 120)}") from None
+    check_size(data, what)
+    return data
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping, or raise a UsageError saying what is wrong with the file."""
+    p = Path(path)
+    what = repr(str(p))
+    if not p.exists():
+        raise UsageError(f"config file {what} does not exist")
+    if not p.is_file():
+        raise UsageError(f"config file {what} is not a file")
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read config file {what}: {exc.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UsageError(f"config file {what} is {len(raw)} bytes; a config is at most {MAX_CONFIG_BYTES}")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UsageError(f"config file {what} is not UTF-8 text (binary, or another encoding such as UTF-16)") from None
+    if "\x00" in text:
+        raise UsageError(f"config file {what} is not UTF-8 text (it holds NUL bytes)")
+    data = safe_yaml(text, f"config file {what}")
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise UsageError(f"config file {str(p)!r} must hold a mapping of field: value, not {type(data).__name__}")
+        raise UsageError(f"config file {what} must hold a mapping of field: value, not {type(data).__name__}")
     return data
 
 
@@ -46,10 +115,15 @@ def parse_sets(items: typing.Iterable[str]) -> dict[str, Any]:
         key = key.strip()
         if not key:
             raise UsageError(f"--set expects key=value, got {item!r}")
+        if len(raw) > 100_000:
+            raise UsageError(f"--set {key}: the value is {len(raw)} characters; at most 100000")
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
+        except (ValueError, RecursionError) as exc:
+            raise UsageError(f"--set {key}: cannot read the value: {cut(str(exc), 100)}") from None
+        check_size(value, f"--set {key}")
         node = out
         parts = key.split(".")
         for part in parts[:-1]:
@@ -76,8 +150,10 @@ def describe_error(exc: ValidationError, model: type[BaseModel], prefix: str = "
         valid = ", ".join(model.model_fields)
         return f"unknown config field {field!r}; valid fields: {valid}"
     got = err.get("input")
-    got_text = "" if isinstance(got, dict) else f" (got {got!r})"
-    return f"bad value for {field!r}: {err['msg']}{got_text}"
+    got_text = "" if isinstance(got, dict) else f" (got {cut(got)})"
+    msg = str(err["msg"])
+    msg = msg if len(msg) <= 300 else msg[:297] + "..."
+    return f"bad value for {field!r}: {msg}{got_text}"
 
 
 def validate_config(config_cls: type[BaseModel], data: dict[str, Any]) -> BaseModel:
@@ -111,14 +187,17 @@ def build_spec(
     data.pop("policy", None)
     ticks = ticks if ticks is not None else data.pop("ticks", None)
     data.pop("ticks", None)
-    llm_data = _deep_merge(data.pop("llm", None) or {}, llm or {})
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise UsageError(f"bad value for 'seed': must be a non-negative integer (got {seed!r})")
-    if policy not in ("scripted", "llm"):
-        raise UsageError(f"bad value for 'policy': {policy!r}; valid: scripted, llm")
+    llm_block = data.pop("llm", None)
+    if llm_block is not None and not isinstance(llm_block, dict):
+        raise UsageError(f"bad value for 'llm': must be a mapping of llm settings (e.g. llm: {{temperature: 0}}), got {cut(llm_block)}")
+    llm_data = _deep_merge(llm_block or {}, llm or {})
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise UsageError(f"bad value for 'seed': must be an integer from 0 to 2**63-1 (got {cut(seed)})")
+    if not isinstance(policy, str) or policy not in ("scripted", "llm"):
+        raise UsageError(f"bad value for 'policy': {cut(policy)}; valid: scripted, llm")
     if ticks is not None:
-        if not isinstance(ticks, int) or isinstance(ticks, bool) or ticks < 1:
-            raise UsageError(f"bad value for 'ticks': must be a positive integer (got {ticks!r})")
+        if not isinstance(ticks, int) or isinstance(ticks, bool) or not 1 <= ticks <= 10_000_000:
+            raise UsageError(f"bad value for 'ticks': must be an integer from 1 to 10000000 (got {cut(ticks)})")
         data[cls.horizon_field] = ticks
     config = validate_config(cls.Config, data)
     try:
@@ -126,6 +205,10 @@ def build_spec(
     except ValidationError as exc:
         raise UsageError(describe_error(exc, LLMSpec, "llm.")) from None
     _check_population(cls, config, policy)
+    if llm and not _uses_llm(config, policy):
+        flags = ", ".join(f for f, k in (("--model", "model"), ("--llm", "cls"), ("--llm-arg", "args")) if k in llm)
+        raise UsageError(f"{flags} only apply to LLM agents, and this run has none: add --policy llm "
+                         "(or a population group with policy: llm)")
     return RunSpec(scenario=scenario, config=config.model_dump(mode="json"), seed=seed, policy=policy, llm=llm_spec)
 
 
@@ -136,3 +219,10 @@ def _check_population(cls: Any, config: Any, policy: str) -> None:
         for group in population:
             if group.strategy is not None and group.strategy not in strategies:
                 raise UsageError(f"bad value for 'population.strategy': {group.strategy!r}; valid: {', '.join(strategies)}")
+
+
+def _uses_llm(config: Any, policy: str) -> bool:
+    population = getattr(config, "population", None)
+    if population:
+        return any((g.policy or policy) == "llm" for g in population)
+    return policy == "llm"

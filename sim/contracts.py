@@ -121,12 +121,12 @@ class LLMSpec(BaseModel):
     model: Optional[str] = None  # local: path to a model dir or .gguf; None = embedded SmolLM2
     cls: Optional[str] = None  # langchain: "module:Class"
     args: dict[str, Any] = Field(default_factory=dict)
-    temperature: float = 0.7
-    max_retries: int = 2
-    max_concurrency: int = 8
-    timeout_s: float = 60.0
-    device: Optional[str] = None
-    dtype: Optional[str] = None
+    temperature: float = Field(0.7, ge=0.0, le=5.0, allow_inf_nan=False)
+    max_retries: int = Field(2, ge=0, le=20)
+    max_concurrency: int = Field(8, ge=1, le=1024)
+    timeout_s: float = Field(60.0, gt=0.0, le=3600.0, allow_inf_nan=False)
+    device: Optional[str] = Field(None, pattern=r"^(cpu|cuda(:\d+)?|mps)$")
+    dtype: Optional[Literal["bf16", "bfloat16", "fp16", "float16", "fp32", "float32"]] = None
 
 
 class RunSpec(BaseModel):

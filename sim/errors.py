@@ -3,3 +3,7 @@
 
 class UsageError(Exception):
     """Bad input from the user: a name, a value, a file or a URL. Nothing was written."""
+
+
+class ModelLoadError(UsageError):
+    """A model named by the user cannot be loaded: bad input, even when found only at first use."""

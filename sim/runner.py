@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import math
+import signal
+import threading
+from contextlib import contextmanager
 import platform
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -18,6 +21,7 @@ from agents.scripted import ScriptedBackend
 from sim.broker import Backend, DecisionBroker
 from sim.contracts import RunSpec
 from sim.model import SocietyModel, TickRecord
+from sim.errors import UsageError
 from sim.store import Store
 
 Progress = Callable[[int, int, TickRecord], None]
@@ -33,7 +37,40 @@ class RunFailed(RuntimeError):
 
 
 class RunInterrupted(RunFailed):
-    """The user stopped the run (Ctrl-C); it is stored as `failed` with reason `interrupted`."""
+    """The user stopped the run (Ctrl-C, SIGTERM, SIGHUP); stored as `failed` with reason `interrupted`.
+
+    `exit_code` is the shell's convention: 128 + the signal number (130, 143, 129).
+    """
+
+    def __init__(self, run_id: str, reason: str, exit_code: int = 130) -> None:
+        super().__init__(run_id, reason)
+        self.exit_code = exit_code
+
+
+class Terminated(BaseException):
+    """Raised in the main thread when SIGTERM or SIGHUP arrives during a run (like KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def _signals_as_interrupts() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop a run the way Ctrl-C does (main thread only; handlers restored after)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise Terminated(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @dataclass
@@ -106,6 +143,7 @@ def execute(
     origin: str = "run",
     parent_id: Optional[str] = None,
     sweep_id: Optional[str] = None,
+    stop_after: Optional[int] = None,
 ) -> RunResult:
     """Run `spec` to its end, committing each tick; raise RunFailed if it fails."""
     from scenarios import get_scenario
@@ -119,35 +157,47 @@ def execute(
                               backends="+".join(used))
     started = time.perf_counter()
     total = horizon(spec, cls)
+    model: Optional[SocietyModel] = None
     try:
-        for b in backends.values():
-            if hasattr(b, "bind"):
-                b.bind(run_id, spec)
-        tick_started = [time.perf_counter()]
+        with _signals_as_interrupts():
+            for b in backends.values():
+                if hasattr(b, "bind"):
+                    b.bind(run_id, spec)
+            tick_started = [time.perf_counter()]
 
-        def commit(record: TickRecord) -> None:
-            calls = [c for b in backends.values() if hasattr(b, "drain_calls") for c in b.drain_calls()]
-            now = time.perf_counter()
-            store.record_tick(run_id, record, calls, duration_s=now - tick_started[0])
-            tick_started[0] = now
-            if progress is not None:
-                progress(record.tick, total, record)
+            def commit(record: TickRecord) -> None:
+                calls = [c for b in backends.values() if hasattr(b, "drain_calls") for c in b.drain_calls()]
+                now = time.perf_counter()
+                store.record_tick(run_id, record, calls, duration_s=now - tick_started[0])
+                tick_started[0] = now
+                if progress is not None:
+                    progress(record.tick, total, record)
 
-        model = cls(config, seed=spec.seed, broker=DecisionBroker(backends), policy=spec.policy, on_tick=commit)
-        while model.running and model.tick < total:
-            model.step()
-    except KeyboardInterrupt:
-        store.finish_run(run_id, "failed", "interrupted", time.perf_counter() - started, _summary(locals().get("model")))
-        raise RunInterrupted(run_id, "interrupted") from None
+            model = cls(config, seed=spec.seed, broker=DecisionBroker(backends), policy=spec.policy, on_tick=commit)
+            last = total if stop_after is None else min(total, stop_after)
+            while model.running and model.tick < last:
+                model.step()
+    except (KeyboardInterrupt, Terminated) as exc:
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        reason = "interrupted" if signum == signal.SIGINT else f"interrupted ({signal.Signals(signum).name})"
+        store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(model))
+        raise RunInterrupted(run_id, reason, 128 + int(signum)) from None
+    except UsageError:
+        if store.get_run(run_id).ticks == 0:  # found bad before anything was committed: bad input, nothing kept
+            store.delete_run(run_id)
+            raise
+        store.finish_run(run_id, "failed", "bad input found mid-run", time.perf_counter() - started, _summary(model))
+        raise
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported
         reason = f"{type(exc).__name__}: {exc}"
-        store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(locals().get("model")))
+        store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(model))
         raise RunFailed(run_id, reason) from exc
-    status = model.status if model.status != "running" else "finished"
+    status = model.status if model.status != "running" else ("finished" if model.tick >= total else "stopped")
     duration = time.perf_counter() - started
     final = _summary(model)
-    store.finish_run(run_id, status, model.reason, duration, final)
-    return RunResult(run_id, spec.scenario, status, model.tick, final, model.reason, duration, model.fallbacks)
+    reason = model.reason or (f"stopped after tick {model.tick} of {total} on request" if status == "stopped" else None)
+    store.finish_run(run_id, status, reason, duration, final)
+    return RunResult(run_id, spec.scenario, status, model.tick, final, reason, duration, model.fallbacks)
 
 
 def _summary(model: Optional[SocietyModel]) -> dict[str, Optional[float]]:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Index, Text, event, func, insert, inspect, make_url, text, update
+from sqlalchemy import JSON, Column, Index, Integer, Text, cast, delete, event, func, insert, inspect, make_url, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
@@ -26,7 +26,7 @@ from sqlmodel import Field, Session, SQLModel, create_engine, select
 from sim.errors import UsageError
 from sim.model import TickRecord
 
-RUN_STATUSES = ("running", "finished", "failed", "collapsed")
+RUN_STATUSES = ("running", "finished", "failed", "collapsed", "stopped")  # stopped: ended on request before its horizon
 
 
 def _now() -> datetime:
@@ -227,14 +227,14 @@ def prepare_schema(engine: Engine, path: Optional[Path] = None, *, upgrade: bool
     current, head = schema_versions(engine)
     if current == head:
         return "current"
-    known = {rev.revision for rev in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
-    if current is not None and current not in known:
-        raise UsageError(f"the store's schema ({current}) is newer than this societas knows ({head}); "
-                         "upgrade societas to read it")
     with _schema_lock(engine, path):
         current, head = schema_versions(engine)  # another process may have done it meanwhile
         if current == head:
             return "current"
+        known = {rev.revision for rev in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
+        if current is not None and current not in known:
+            raise UsageError(f"the store's schema ({current}) is not one this societas knows (newest: {head}); "
+                             "a newer societas wrote it: upgrade societas to read it")
         if current is not None and not upgrade:
             raise UsageError(f"the store's schema is {current}, this societas needs {head}: "
                              "run `societas db upgrade` (with the same --db) first")
@@ -313,7 +313,7 @@ class Store:
         with Session(self.engine) as s:
             run = s.get(Run, run_id)
             run.status, run.reason, run.finished_at, run.duration_s = status, reason, _now(), duration_s
-            calls, hits = s.exec(select(func.count(), func.coalesce(func.sum(LLMCall.cache_hit), 0))
+            calls, hits = s.exec(select(func.count(), func.coalesce(func.sum(cast(LLMCall.cache_hit, Integer)), 0))
                                  .where(LLMCall.run_id == run_id)).one()
             run.cached = None if not calls else bool(hits == calls)
             run.heartbeat_at = _now()
@@ -322,13 +322,20 @@ class Store:
             s.add(run)
             s.commit()
 
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run and every row that belongs to it, in one transaction."""
+        with self.engine.begin() as conn:
+            for table in (LLMCall, EventRow, AgentStep, Tick):
+                conn.execute(delete(table.__table__).where(table.__table__.c.run_id == run_id))
+            conn.execute(delete(Run.__table__).where(Run.__table__.c.id == run_id))
+
     # ----- reading ---------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run:
         """A run by id or unique id prefix; a UsageError naming the problem otherwise."""
         with Session(self.engine) as s:
             run = s.get(Run, run_id)
             if run is None and run_id:
-                matches = s.exec(select(Run).where(Run.id.startswith(run_id))).all()
+                matches = s.exec(select(Run).where(Run.id.startswith(run_id, autoescape=True))).all()
                 if len(matches) == 1:
                     run = matches[0]
                 elif len(matches) > 1:
@@ -351,8 +358,17 @@ class Store:
     def steps(self, run_id: str) -> list[AgentStep]:
         return self._rows(AgentStep, run_id, AgentStep.tick, AgentStep.agent_id)
 
-    def events(self, run_id: str) -> list[EventRow]:
-        return self._rows(EventRow, run_id, EventRow.tick, EventRow.id)
+    def events(self, run_id: str, tick: Optional[int] = None) -> list[EventRow]:
+        if tick is None:
+            return self._rows(EventRow, run_id, EventRow.tick, EventRow.id)
+        with Session(self.engine) as s:
+            return list(s.exec(select(EventRow).where(EventRow.run_id == run_id, EventRow.tick == tick).order_by(EventRow.id)).all())
+
+    def fallback_count(self, run_id: str) -> int:
+        """Agent steps with a fallback decision (counted in SQL)."""
+        with Session(self.engine) as s:
+            return int(s.exec(select(func.count()).select_from(AgentStep).where(AgentStep.run_id == run_id,
+                                                                                AgentStep.fallback == True)).one())  # noqa: E712
 
     def llm_calls(self, run_id: str) -> list[LLMCall]:
         return self._rows(LLMCall, run_id, LLMCall.tick, LLMCall.id)

@@ -52,7 +52,7 @@ BAD = [
     (["run", "commons", "--set", "reward_mode=selfish"], "bad value for 'reward_mode'"),
     (["run", "commons", "--set", "nokey"], "--set expects key=value"),
     (["run", "commons", "--policy", "oracle"], "valid: scripted, llm"),
-    (["show", "feedbeef"], "unknown run id 'feedbeef'"),
+    (["show", "feedbeef"], "no store at"),
 ]
 
 

@@ -10,13 +10,36 @@ from sim.contracts import RunSpec
 from sim.errors import UsageError
 
 
+def check_model_path(model: str) -> None:
+    """Refuse, before anything is written, a local model that cannot be loaded: checked from its files.
+
+    A directory must hold a transformers `config.json` and weights; a `.gguf` file must carry the
+    GGUF magic number and be large enough to hold a model.
+    """
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise UsageError(f"bad value for '--model': {model!r} is a folder without a config.json (not a transformers model)")
+        if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")) and not any(path.glob("*.gguf")):
+            raise UsageError(f"bad value for '--model': {model!r} holds no weights (*.safetensors, *.bin or *.gguf)")
+        return
+    if path.is_file() and path.suffix == ".gguf":
+        try:
+            with path.open("rb") as handle:
+                magic = handle.read(4)
+        except OSError as exc:
+            raise UsageError(f"bad value for '--model': cannot read {model!r}: {exc.strerror}") from None
+        if magic != b"GGUF" or path.stat().st_size < 1024:
+            raise UsageError(f"bad value for '--model': {model!r} is not a GGUF model file (corrupt or truncated)")
+        return
+    raise UsageError(f"bad value for '--model': {model!r} is neither a model directory nor a .gguf file")
+
+
 def make_llm_backend(spec: RunSpec, store: Any, *, cache_only: bool = False) -> LLMBackend:
     """The LLM backend for `spec.llm`; models load lazily (never, if the cache answers everything)."""
     llm = spec.llm
     if llm.provider == "local" and llm.model is not None:
-        path = Path(llm.model).expanduser()
-        if not (path.is_dir() or (path.is_file() and path.suffix == ".gguf")):
-            raise UsageError(f"bad value for '--model': {llm.model!r} is neither a model directory nor a .gguf file")
+        check_model_path(llm.model)
     if llm.provider == "langchain" and not llm.cls:
         raise UsageError("llm.provider is 'langchain' but no chat model class is given (--llm module:Class)")
     if llm.provider == "local":
@@ -37,3 +60,17 @@ def make_llm_backend(spec: RunSpec, store: Any, *, cache_only: bool = False) -> 
     if cache_only:
         return LLMBackend(model_id, sampling, engine_factory=build, store=store, cache_only=True)
     return LLMBackend(model_id, sampling, engine=build(), store=store)
+
+
+def preflight(spec: RunSpec) -> None:
+    """Check the LLM settings of `spec` before anything is written: the model file, the chat class."""
+    llm = spec.llm
+    if llm.provider == "local":
+        if llm.model is not None:
+            check_model_path(llm.model)
+        return
+    if not llm.cls:
+        raise UsageError("llm.provider is 'langchain' but no chat model class is given (--llm module:Class)")
+    from agents.llm.langchain_engine import load_chat_model
+
+    load_chat_model(llm.cls, dict(llm.args))

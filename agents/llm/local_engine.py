@@ -30,8 +30,13 @@ class LocalEngine:
     def lm(self):
         if self._lm is None:
             from agents.llm.local import shared_lm
+            from sim.errors import ModelLoadError
 
-            self._lm = shared_lm(**self._args)
+            try:
+                self._lm = shared_lm(**self._args)
+            except Exception as exc:  # noqa: BLE001 - whatever transformers raises, the model is unusable
+                raise ModelLoadError(f"cannot load model {self._args['model'] or 'embedded SmolLM2'}: "
+                                     f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}") from exc
         return self._lm
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[list[dict[str, str]]]) -> list[Answer]:
