@@ -40,7 +40,8 @@ from sim.model import ScenarioConfig, SocietyModel
 from sim.spaces import Choice, Number, Text
 
 MAX_DESCRIPTION = 600  # characters of a business description quoted in a prompt
-MAX_INQUIRIES_SHOWN = 6  # inquiries quoted in one business prompt
+MAX_INQUIRIES_SHOWN = 6
+MESSAGE_TOKENS = 24  # an inquiry's length for LLM customers  # inquiries quoted in one business prompt
 
 
 class MarketConfig(ScenarioConfig):
@@ -240,9 +241,9 @@ class MarketModel(SocietyModel):
         obs = {"items": list(s.customer.items)}
         context = ""
         if s.policy == "llm":
-            found = "\n".join(self._listing(n, k) for n, k in enumerate(s.results or [], 1))
-            context = f"{self._customer_text(s)}\nBusinesses found:\n{found}"
-        return self.request(s, "message", Text(max_tokens=32), inquiry(obs), obs, context, tpl.QUESTIONS["message"].substitute())
+            names = ", ".join(self.sellers[k].business.name for k in s.results or [])
+            context = f"{self._customer_text(s)}\nYour search found: {names}."
+        return self.request(s, "message", Text(max_tokens=MESSAGE_TOKENS), inquiry(obs), obs, context, tpl.QUESTIONS["message"].substitute())
 
     def _act_message(self, decisions: Sequence[Decision]) -> None:
         by_id = self._by_id()
