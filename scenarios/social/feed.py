@@ -56,6 +56,17 @@ def follow_matrix(indptr: np.ndarray, followees: np.ndarray, authors: np.ndarray
     return out
 
 
+def hot_rank(pool: Pool, hot_decay: float) -> np.ndarray:
+    """Reddit's hot rank of each candidate (the same for every reader)."""
+    sc = pool.score.astype(float)
+    return np.sign(sc) * np.log10(np.maximum(np.abs(sc), 1.0)) + pool.tick / hot_decay + pool.ids * 1e-12
+
+
+def subset(pool: Pool, keep: np.ndarray) -> Pool:
+    """The candidates at positions `keep`."""
+    return Pool(pool.ids[keep], pool.author[keep], pool.tick[keep], pool.topic[keep], pool.score[keep])
+
+
 def scores(recommender: str, readers: np.ndarray, pool: Pool, follows: np.ndarray, interests: np.ndarray,
            now: int, hot_decay: float, rng: np.random.Generator) -> np.ndarray:
     """Readers x candidates score matrix (own items at -inf)."""
@@ -63,9 +74,7 @@ def scores(recommender: str, readers: np.ndarray, pool: Pool, follows: np.ndarra
     if recommender == "chronological":
         s = pool.ids.astype(float)[None, :] + follows * 1e12
     elif recommender == "hot":
-        sc = pool.score.astype(float)
-        base = np.sign(sc) * np.log10(np.maximum(np.abs(sc), 1.0)) + pool.tick / hot_decay + pool.ids * 1e-12
-        s = np.broadcast_to(base, (a, c)).copy()
+        s = np.broadcast_to(hot_rank(pool, hot_decay), (a, c)).copy()
     elif recommender == "personalized":
         mine = interests[readers]
         s = mine[:, pool.topic] / np.maximum(mine.max(axis=1, keepdims=True), 1e-12)
@@ -97,7 +106,18 @@ def top_k(s: np.ndarray, k: int) -> np.ndarray:
 def rank_feeds(recommender: str, readers: np.ndarray, indptr: np.ndarray, followees: np.ndarray, pool: Pool,
                interests: np.ndarray, feed_size: int, now: int, hot_decay: float,
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Each reader's feed as positions into `pool` (readers x feed_size, -1 padded), and the follow flags of those slots."""
+    """Each reader's feed as positions into `pool` (readers x feed_size, -1 padded), and the follow flags of those slots.
+
+    `hot` ranks the same for everyone but a reader's own items, so only the global top
+    feed_size + (most items of one author) can reach any feed: the rest is dropped first (exact).
+    """
+    if recommender == "hot" and len(pool):
+        margin = int(np.bincount(pool.author).max())
+        if len(pool) > feed_size + margin:
+            keep = np.sort(np.argpartition(-hot_rank(pool, hot_decay), feed_size + margin - 1)[: feed_size + margin])
+            slots, followed = rank_feeds(recommender, readers, indptr, followees, subset(pool, keep), interests,
+                                         feed_size, now, hot_decay, rng)
+            return np.where(slots >= 0, keep[np.maximum(slots, 0)], -1), followed
     feeds = np.full((readers.size, feed_size), -1, dtype=np.int64)
     followed = np.zeros((readers.size, feed_size), dtype=bool)
     for start in range(0, readers.size, BLOCK):

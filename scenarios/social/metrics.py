@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Optional
 
@@ -234,21 +235,19 @@ def template_convergence(texts: Sequence[str]) -> Optional[float]:
     Computed without forming pairs: with unit vectors u_i, sum_{i!=j} u_i.u_j = |sum u_i|^2 - P.
     Texts without words are left out; None for fewer than two texts.
     """
-    vocab: dict[str, int] = {}
-    rows: list[tuple[np.ndarray, np.ndarray]] = []
+    total: dict[str, float] = {}
+    p = 0
     for t in texts:
-        words = _WORD.findall(t.lower())
-        if not words:
+        counts = Counter(_WORD.findall(t.lower()))
+        if not counts:
             continue
-        ids, counts = np.unique(np.array([vocab.setdefault(w, len(vocab)) for w in words]), return_counts=True)
-        rows.append((ids, counts / np.sqrt((counts.astype(float) ** 2).sum())))
-    p = len(rows)
+        p += 1
+        norm = math.sqrt(sum(c * c for c in counts.values()))
+        for w, c in counts.items():
+            total[w] = total.get(w, 0.0) + c / norm
     if p < 2:
         return None
-    total = np.zeros(len(vocab))
-    for ids, vals in rows:
-        total[ids] += vals
-    return float((total @ total - p) / (p * (p - 1)))
+    return float((sum(v * v for v in total.values()) - p) / (p * (p - 1)))
 
 
 # ----- opinions -------------------------------------------------------------------------------------

@@ -146,10 +146,13 @@ class SocialModel(SocietyModel):
         self.rng = np.random.default_rng(derive_seed(self.seed, "social"))
         self.graph = build_graph(c.graph, n, c.graph_m, c.rewire, c.follow_back, derive_seed(self.seed, "graph"))
         self.in_deg = M.in_degrees(self.graph, n)
-        self.mutual = int(round(M.reciprocity(self.graph) * self.graph.number_of_edges()))
+        self.n_edges = self.graph.number_of_edges()  # kept up to date: networkx counts edges in O(N)
+        self.mutual = int(round(M.reciprocity(self.graph) * self.n_edges))
         self.opinion = self.rng.random(n)
         self.opinion0 = self.opinion.copy()
         self.interests = self.rng.dirichlet(np.full(c.forums, c.interest_concentration), size=n)
+        self.interest_cdf = np.cumsum(self.interests, axis=1)
+        self.interest_top = self.interests.max(axis=1)
         z = self.rng.standard_normal(n)
         self.activity = np.clip(c.activity * np.exp(c.activity_skew * z - c.activity_skew ** 2 / 2), 0.0, 1.0)
         self.items = Items()
@@ -212,9 +215,18 @@ class SocialModel(SocietyModel):
         slots, self.feed_followed = feeds.rank_feeds(c.recommender, readers, indptr, followees, pool, self.interests,
                                                      c.feed_size, t, c.hot_decay, self.rng)
         self.feed_ids = np.where(slots >= 0, pool_ids[np.maximum(slots, 0)] if len(pool) else -1, -1)
-        stances = np.where(self.feed_ids >= 0, it.stance[np.maximum(self.feed_ids, 0)], np.nan)
+        safe = np.maximum(self.feed_ids, 0)
+        stances = np.where(self.feed_ids >= 0, it.stance[safe], np.nan)
         self._read(readers, stances)
         self._judge_last_posts(readers)
+        # per-reader views as Python lists, built once per tick (observe only slices them)
+        self.n_feed = (self.feed_ids >= 0).sum(axis=1).tolist()
+        self.feed_list = self.feed_ids.tolist()
+        self.stance_list = stances.tolist()
+        self.followed_list = self.feed_followed.tolist()
+        self.interest_list = (self.interests[readers[:, None], it.topic[safe]] / self.interest_top[readers][:, None]).tolist()
+        u = self.rng.random(readers.size)[:, None]
+        self.post_forum = np.minimum((self.interest_cdf[readers] < u).sum(axis=1), c.forums - 1).tolist()
 
     def _read(self, readers: np.ndarray, stances: np.ndarray) -> None:
         """Echo-chamber exposure, then the scripted readers' bounded-confidence update on what they read."""
@@ -267,20 +279,18 @@ class SocialModel(SocietyModel):
         return None
 
     def _feed_of(self, r: int) -> list[int]:
-        return [i for i in self.feed_ids[r].tolist() if i >= 0]
+        return self.feed_list[r][: self.n_feed[r]]
 
     def _choose_request(self, agent: Member, r: int) -> DecisionRequest:
-        c, it, idx = self.config, self.items, agent.idx
-        ids = self._feed_of(r)
-        followed = tuple(self.feed_followed[r, : len(ids)].tolist())
-        voted = tuple((idx, i) in self.voted for i in ids)
-        space = action_space(len(ids), followed, voted)
-        mine = self.interests[idx]
+        c, idx, k = self.config, agent.idx, self.n_feed[r]
+        ids = self.feed_list[r][:k]
+        followed = tuple(self.followed_list[r][:k])
+        voted = tuple((idx, i) in self.voted for i in ids) if self.voted else (False,) * k
+        space = action_space(k, followed, voted)
         obs = {
             "opinion": float(self.opinion[idx]), "epsilon": c.epsilon, "post_rate": c.post_rate,
             "reward_sensitivity": c.reward_sensitivity, "last_post": self.outcome.get(idx),
-            "stances": it.stance[ids].tolist(), "followed": list(followed),
-            "interest": (mine[it.topic[ids]] / mine.max()).tolist(),
+            "stances": self.stance_list[r][:k], "followed": list(followed), "interest": self.interest_list[r][:k],
         }
         context = self._context(agent, ids, followed) if agent.policy == "llm" else ""
         return self.request(agent, "choose", space, "idle", obs, context, tpl.CHOOSE)
@@ -347,8 +357,7 @@ class SocialModel(SocietyModel):
             self.counts["idle"] += 1
             return
         if verb == "post":
-            forum = int(self.rng.choice(self.config.forums, p=self.interests[idx]))
-            self.pending[idx] = ("post", forum)
+            self.pending[idx] = ("post", self.post_forum[self.row[idx]])  # drawn from its interests in update()
             return
         item = self._feed_of(int(self.row[idx]))[int(k) - 1]
         author = int(self.items.author[item])
@@ -371,6 +380,7 @@ class SocialModel(SocietyModel):
         if self.graph.has_edge(u, v):
             return
         self.graph.add_edge(u, v)
+        self.n_edges += 1
         self.in_deg[v] += 1
         self.mutual += 2 * self.graph.has_edge(v, u)
         self.counts["follows"] += 1
@@ -381,6 +391,7 @@ class SocialModel(SocietyModel):
         if not self.graph.has_edge(u, v):
             return
         self.graph.remove_edge(u, v)
+        self.n_edges -= 1
         self.in_deg[v] -= 1
         self.mutual -= 2 * self.graph.has_edge(v, u)
         self.counts["unfollows"] += 1
@@ -461,7 +472,7 @@ class SocialModel(SocietyModel):
 
     def scenario_metrics(self) -> dict[str, Optional[float]]:
         it = self.items
-        edges = self.graph.number_of_edges()
+        edges = self.n_edges
         texts = [it.text[i] for i in self.tick_items]
         posts = [it.text[i] for i in self.tick_items if it.parent[i] < 0]
         comments = [i for i in self.tick_items if it.parent[i] >= 0]
@@ -511,7 +522,7 @@ class SocialModel(SocietyModel):
 
     def final_metrics(self) -> dict[str, Optional[float]]:
         it = self.items
-        edges = self.graph.number_of_edges()
+        edges = self.n_edges
         comments = it.comments()
         authors = self.posts_by[self.posts_by > 0]
         upvoted = M.rate(self.response[1], self.response[0])
@@ -568,7 +579,7 @@ class SocialModel(SocietyModel):
     def state(self) -> dict[str, Any]:
         """Aggregates only: per-member actions are in agent_steps, messages in events."""
         hist = np.histogram(self.opinion, bins=10, range=(0.0, 1.0))[0]
-        return {"follow_edges": self.graph.number_of_edges(), "items": self.items.n, "active": int(self.readers.size),
+        return {"follow_edges": self.n_edges, "items": self.items.n, "active": int(self.readers.size),
                 "opinion_histogram": hist.tolist()}
 
 

@@ -42,6 +42,16 @@ def _first(options: tuple[str, ...], *wanted: str) -> str:
     return "idle"
 
 
+def _weighted(interest: list[float], rng: random.Random) -> int:
+    """A feed position drawn with weight 0.1 + interest."""
+    u = rng.random() * (0.1 * len(interest) + sum(interest))
+    for k, w in enumerate(interest):
+        u -= 0.1 + w
+        if u < 0:
+            return k
+    return len(interest) - 1
+
+
 def _engaged(request: DecisionRequest, rng: random.Random) -> str:
     obs, options = request.observation, request.space.options
     if rng.random() < _post_probability(obs):
@@ -49,8 +59,7 @@ def _engaged(request: DecisionRequest, rng: random.Random) -> str:
     stances = obs["stances"]
     if not stances:
         return "idle"
-    weights = [0.1 + w for w in obs["interest"]]
-    k = rng.choices(range(len(stances)), weights=weights)[0]
+    k = _weighted(obs["interest"], rng)
     agree = abs(stances[k] - obs["opinion"]) < obs["epsilon"]
     n, r = k + 1, rng.random()
     if agree:
