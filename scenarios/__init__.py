@@ -9,10 +9,12 @@ from sim.errors import UsageError
 from sim.model import SocietyModel
 from scenarios.commons import CommonsModel
 from scenarios.market import MarketModel
+from scenarios.social import SocialModel
 
 REGISTRY: dict[str, type[SocietyModel]] = {
     CommonsModel.name: CommonsModel,
     MarketModel.name: MarketModel,
+    SocialModel.name: SocialModel,
 }
 
 
