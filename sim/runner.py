@@ -192,7 +192,8 @@ def execute(
         reason = f"{type(exc).__name__}: {exc}"
         store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(model))
         raise RunFailed(run_id, reason) from exc
-    status = model.status if model.status != "running" else ("finished" if model.tick >= total else "stopped")
+    cut_short = stop_after is not None and model.running and model.tick < total  # ended by stop_after, not by the world
+    status = model.status if model.status != "running" else ("stopped" if cut_short else "finished")
     duration = time.perf_counter() - started
     final = _summary(model)
     reason = model.reason or (f"stopped after tick {model.tick} of {total} on request" if status == "stopped" else None)

@@ -34,7 +34,9 @@ def run(backends=None, seed: int = 0, policy: str = "scripted", **cfg) -> Market
     """Run a market to its end without a store."""
     config = MarketConfig(**cfg)
     backends = backends or {"scripted": ScriptedBackend(MarketModel.strategies)}
-    model = MarketModel(config, seed=seed, broker=DecisionBroker(backends), policy=policy)
+    records: list = []
+    model = MarketModel(config, seed=seed, broker=DecisionBroker(backends), policy=policy, on_tick=records.append)
+    model.records = records  # the tick records, which the model hands on rather than keeps
     while model.running and model.tick < config.max_steps:
         model.step()
     return model
