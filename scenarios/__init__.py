@@ -8,9 +8,11 @@ from __future__ import annotations
 from sim.errors import UsageError
 from sim.model import SocietyModel
 from scenarios.commons import CommonsModel
+from scenarios.donor import DonorModel
 
 REGISTRY: dict[str, type[SocietyModel]] = {
     CommonsModel.name: CommonsModel,
+    DonorModel.name: DonorModel,
 }
 
 
