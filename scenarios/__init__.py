@@ -8,11 +8,13 @@ from __future__ import annotations
 from sim.errors import UsageError
 from sim.model import SocietyModel
 from scenarios.commons import CommonsModel
+from scenarios.donor import DonorModel
 from scenarios.market import MarketModel
 from scenarios.social import SocialModel
 
 REGISTRY: dict[str, type[SocietyModel]] = {
     CommonsModel.name: CommonsModel,
+    DonorModel.name: DonorModel,
     MarketModel.name: MarketModel,
     SocialModel.name: SocialModel,
 }

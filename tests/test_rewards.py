@@ -45,7 +45,7 @@ def test_norm_ledger_records_and_counts():
     ledger.violation(2, "limit", catch=15)
     ev = ledger.sanction(1, 2, "limit", cost=1.0, fine=3.0)
     assert ev.kind == "norm.sanction" and ev.actor == 1 and ev.target == 2 and ev.data["fine"] == 3.0
-    assert ledger.tick_counts() == {"statement": 1, "compliance": 1, "violation": 1, "sanction": 1}
+    assert ledger.tick_counts() == {"statement": 1, "adoption": 0, "compliance": 1, "violation": 1, "sanction": 1}
     assert ledger.sanctioned() == {2}
     assert len(ledger.flush()) == 4
     assert ledger.tick_counts()["sanction"] == 0 and ledger.totals["sanction"] == 1

@@ -5,6 +5,16 @@ catch; demand beyond the stock is rationed unit by unit to random fishers with d
 the remaining stock multiplies by `regrowth` (2: doubles), capped at C. Fewer than
 `collapse_below` tons left after fishing is a collapse and ends the run. Options: a talk
 phase (a stated norm), monitoring and sanctions, and social learning.
+
+Norm formation (the Ostrom-grounded CPR studies of social learning and collective norms):
+with `norm_formation`, every `vote_every` months the fishers propose a catch limit (a number)
+and then vote for one of the proposals; the winner is adopted by majority (or plurality) and
+stays in force until another is adopted. Every catch is judged against the norm in force
+(norm.compliance / norm.violation); sanctions can be graduated (`sanction_growth`: the fine
+grows with the violator's earlier violations) and cost every fisher `monitoring_cost` a month
+while a norm is monitored; social learning copies a peer's strategy and its stated belief
+(its last proposal). `start_fraction` and `disposition` give the 2 x 2 design (rich vs scarce
+start, altruistic vs selfish fishers): configs/norms_2x2.sweep.yaml.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from pydantic import Field, model_validator
 from agents.base import SocietyAgent
 from sim.contracts import Decision, DecisionRequest
 from sim.metrics import equality
-from sim.model import ScenarioConfig, SocietyModel
+from sim.model import PopulationGroup, ScenarioConfig, SocietyModel
 from sim.spaces import Choice, Number, Text
 from scenarios.commons import templates as tpl
 from scenarios.commons.strategies import STRATEGIES, sustainable_share
@@ -29,6 +39,11 @@ NORM = "catch_limit"
 _NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 MAX_MESSAGES_SHOWN = 8  # a prompt quotes at most this many of the month's messages
 MAX_SANCTION_TARGETS = 8  # a sanction choice lists at most this many violators (the largest catches)
+MAX_VOTE_OPTIONS = 8  # a vote lists at most this many proposals (the most proposed ones)
+DISPOSITIONS = {  # disposition -> (persona of LLM fishers, strategy of scripted fishers)
+    "altruistic": ("a fisher who cares about the whole group and wants the lake to last for everyone", "sustainable"),
+    "selfish": ("a fisher who cares only about maximising your own catch", "greedy"),
+}
 
 
 class CommonsConfig(ScenarioConfig):
@@ -45,12 +60,21 @@ class CommonsConfig(ScenarioConfig):
     sanctions: bool = Field(False, description="fishers may pay to fine those over the group's norm")
     sanction_cost: float = Field(1.0, ge=0, description="cost to the sanctioner")
     sanction_fine: float = Field(3.0, ge=0, description="fine to the sanctioned")
-    social_learning: bool = Field(False, description="fishers may copy a more successful peer's strategy")
+    social_learning: bool = Field(False, description="fishers may copy a more successful peer's strategy and stated belief")
+    norm_formation: bool = Field(False, description="fishers propose a catch limit and vote; the majority's choice is the norm in force")
+    vote_every: int = Field(1, ge=1, le=100_000, description="months between propose/vote rounds (month 1 always votes)")
+    vote_rule: Literal["majority", "plurality"] = Field("majority", description="majority: adopted only with more than half the votes; plurality: the most votes (ties: the lower limit)")
+    sanction_growth: float = Field(0.0, ge=0, le=100, description="graduated sanctions: fine = sanction_fine x (1 + sanction_growth x the violator's earlier violations)")
+    monitoring_cost: float = Field(0.0, ge=0, le=1e6, description="cost to every fisher of each month a norm is in force and sanctions are on")
+    start_fraction: float = Field(1.0, gt=0, le=1, description="share of the capacity the lake starts with (rich 1.0, scarce e.g. 0.3)")
+    disposition: Literal["none", "altruistic", "selfish"] = Field("none", description="initial disposition: the LLM fishers' persona and the scripted strategy (sustainable / greedy) where no group names one")
 
     @model_validator(mode="after")
     def _check(self) -> "CommonsConfig":
         if self.collapse_below >= self.capacity:
             raise ValueError(f"collapse_below ({self.collapse_below:g}) must be below capacity ({self.capacity:g})")
+        if self.start_fraction * self.capacity <= self.collapse_below:
+            raise ValueError(f"start_fraction x capacity ({self.start_fraction * self.capacity:g}) must be above collapse_below ({self.collapse_below:g})")
         if self.population and sum(g.count for g in self.population) != self.fishers:
             total = sum(g.count for g in self.population)
             raise ValueError(f"population counts add up to {total}, but fishers is {self.fishers}")
@@ -65,6 +89,9 @@ class Fisher(SocietyAgent):
         self.catch = 0.0
         self.gain = 0.0
         self.costs = 0.0
+        self.belief: Optional[float] = None  # the limit it last stated (proposed), or copied from a peer
+        self.copied = False  # the belief was copied from a peer and not yet stated
+        self.violations = 0
 
 
 class CommonsModel(SocietyModel):
@@ -80,23 +107,42 @@ class CommonsModel(SocietyModel):
 
     def setup(self) -> None:
         c = self.config
-        self.stock = float(c.capacity)
+        self.stock = float(c.capacity) * c.start_fraction
         self.stock_start = self.stock
         self.norm: Optional[float] = None
+        self.norm_in_force: Optional[float] = None  # the adopted limit (norm formation)
+        self.proposals: dict[int, float] = {}
+        self.vote_options: dict[str, float] = {}
+        self.fines_total = 0.0
+        self.monitoring_total = 0.0
+        self.adoptions = 0
         self.messages: list[tuple[int, str]] = []
         self.last_catches: dict[int, float] = {}
         self.actions = 0
         self.over_actions = 0
         self.months_collapsed = 0
         self._base: Optional[dict[str, Any]] = None
-        for policy, strategy, persona in self.population_plan(c.fishers):
+        for policy, strategy, persona in self._plan():
             if policy == "scripted" and strategy not in STRATEGIES:
                 raise ValueError(f"unknown commons strategy {strategy!r}; valid: {sorted(STRATEGIES)}")
             Fisher(self, policy, strategy, persona)
 
+    def _plan(self) -> list[tuple[str, str, str]]:
+        """(policy, strategy, persona) per fisher; a disposition fills in the persona and the default strategy."""
+        c = self.config
+        persona, strategy = DISPOSITIONS.get(c.disposition, ("", c.strategy))
+        groups = c.population or [PopulationGroup(count=c.fishers)]
+        return [(g.policy or self.policy, g.strategy or strategy, g.persona or persona) for g in groups for _ in range(g.count)]
+
     # ----- the month --------------------------------------------------------------------
+    def voting(self) -> bool:
+        """Whether this month has a propose/vote round."""
+        return self.config.norm_formation and (self.tick - 1) % self.config.vote_every == 0
+
     def phases(self) -> Sequence[str]:
-        return (("talk",) if self.config.talk else ()) + ("harvest",) + (("sanction",) if self.config.sanctions else ())
+        c = self.config
+        return ((("talk",) if c.talk else ()) + (("propose", "vote") if self.voting() else ()) + ("harvest",)
+                + (("sanction",) if c.sanctions else ()))
 
     def update(self) -> None:
         c = self.config
@@ -104,13 +150,15 @@ class CommonsModel(SocietyModel):
             self.stock = min(c.capacity, self.stock * c.regrowth)
         self.stock_start = self.stock
         self.messages = []
-        self.norm = None
+        self.norm = self.norm_in_force
+        self.proposals = {}
+        self.vote_options = {}
         self._base = None
         self._violators: Optional[dict[int, float]] = None
         for f in self.agents:
             f.catch = 0.0
             f.costs = 0.0
-        if c.sanctions and not c.talk:
+        if c.sanctions and not c.talk and not c.norm_formation:
             self.norm = float(sustainable_share(self._obs_base()))
             self.norms.statement(None, NORM, {"max_catch": self.norm}, "institutional sustainable share")
 
@@ -147,8 +195,26 @@ class CommonsModel(SocietyModel):
     def observe(self, agent: Fisher, phase: str) -> Optional[DecisionRequest]:
         obs = self._obs_base()
         question = self._question(phase)
+        belief = ""
+        if agent.belief is not None and phase in ("propose", "vote"):
+            obs["belief"], obs["copied"] = agent.belief, agent.copied
+            belief = tpl.BELIEF.substitute(belief=f"{agent.belief:g}")
         if phase == "talk":
             space, default = Text(max_tokens=40), "I will catch a fair share."
+        elif phase == "propose":
+            space = Number(0, float(int(self.stock)), 1)
+            default = space.snap(float(sustainable_share(obs)))
+        elif phase == "vote":
+            if not self.vote_options:
+                return None
+            obs["options"] = dict(self.vote_options)
+            obs["own_proposal"] = self.proposals.get(agent.unique_id)
+            space = Choice(list(self.vote_options))
+            own = obs["own_proposal"]
+            default = min(self.vote_options, key=lambda k: (abs(self.vote_options[k] - own), self.vote_options[k])) if own is not None else space.options[0]
+            proposed = tpl.PROPOSALS.substitute(options=", ".join(self.vote_options))
+            context = self._context(agent, obs) + proposed + belief if agent.policy == "llm" else ""
+            return self.request(agent, phase, space, default, obs, context, question)
         elif phase == "harvest":
             space, default = self._harvest_space(), 0.0
         else:
@@ -160,13 +226,15 @@ class CommonsModel(SocietyModel):
             obs["violators"] = violators
             space = Choice(["none", *(f"fisher {k}" for k in violators)])
             default = "none"
-        context = self._context(agent, obs) if agent.policy == "llm" else ""
+        context = self._context(agent, obs) + belief if agent.policy == "llm" else ""
         return self.request(agent, phase, space, default, obs, context, question)
 
     def _question(self, phase: str) -> str:
         cache = self.__dict__.setdefault("_questions", {})
         if phase not in cache:
-            cache[phase] = tpl.QUESTIONS[phase].substitute(cost=f"{self.config.sanction_cost:g}", fine=f"{self.config.sanction_fine:g}")
+            c = self.config
+            fine = f"{c.sanction_fine:g}" + (" (more for repeat violators)" if c.sanction_growth else "")
+            cache[phase] = tpl.QUESTIONS[phase].substitute(cost=f"{c.sanction_cost:g}", fine=fine)
         return cache[phase]
 
     def _harvest_space(self) -> Number:
@@ -201,8 +269,49 @@ class CommonsModel(SocietyModel):
         for f in self.agents:
             if f.remembers and heard:
                 f.remember(self.tick, "message", f"The fishers said: {heard}")
-        if proposals:
+        if proposals and not self.config.norm_formation:
             self.norm = float(statistics.median(proposals))
+
+    def _act_propose(self, decisions: Sequence[Decision]) -> None:
+        fishers = {f.unique_id: f for f in self.agents}
+        for d in decisions:
+            amount = float(d.value)
+            self.proposals[d.agent_id] = amount
+            f = fishers[d.agent_id]
+            f.belief, f.copied = amount, False
+            self.norms.statement(d.agent_id, NORM, {"max_catch": amount}, f"I propose a limit of {amount:g} tons per fisher.")
+        counts: dict[float, int] = {}
+        for amount in self.proposals.values():
+            counts[amount] = counts.get(amount, 0) + 1
+        top = sorted(counts, key=lambda a: (-counts[a], a))[:MAX_VOTE_OPTIONS]
+        self.vote_options = {f"{a:g} tons": a for a in sorted(top)}
+        heard = ", ".join(self.vote_options)
+        for f in self.agents:
+            if f.remembers:
+                f.remember(self.tick, "message", f"The fishers proposed catch limits of {heard}.")
+
+    def _act_vote(self, decisions: Sequence[Decision]) -> None:
+        tally = dict.fromkeys(self.vote_options, 0)
+        for d in decisions:
+            tally[str(d.value)] += 1
+            self.emit("vote", d.agent_id, None, option=str(d.value), limit=self.vote_options[str(d.value)])
+        cast = sum(tally.values())
+        if not cast:
+            return
+        winner = min(tally, key=lambda k: (-tally[k], self.vote_options[k]))
+        adopted = self.config.vote_rule == "plurality" or 2 * tally[winner] > cast
+        limit = self.vote_options[winner]
+        self.emit("vote.result", None, None, tally=tally, winner=limit, adopted=adopted, rule=self.config.vote_rule)
+        if adopted:
+            previous = self.norm_in_force
+            self.norm_in_force = self.norm = limit
+            self.adoptions += 1
+            self.norms.adoption(NORM, {"max_catch": limit}, f"The group adopted a limit of {limit:g} tons per fisher.",
+                                votes=tally[winner], cast=cast, vote_rule=self.config.vote_rule, previous=previous)
+        outcome = f"adopted a limit of {limit:g} tons" if adopted else f"adopted nothing ({limit:g} tons had {tally[winner]} of {cast} votes)"
+        for f in self.agents:
+            if f.remembers:
+                f.remember(self.tick, "observation", f"The vote {outcome}.")
 
     def _act_harvest(self, decisions: Sequence[Decision]) -> None:
         demand = {d.agent_id: float(d.value) for d in decisions}
@@ -217,9 +326,13 @@ class CommonsModel(SocietyModel):
             self.over_actions += demand[aid] > share + 1e-9
             if self.norm is not None:
                 if amount > self.norm + 1e-9:
-                    self.norms.violation(aid, NORM, catch=amount, limit=self.norm)
+                    f.violations += 1
+                    self.norms.violation(aid, NORM, catch=amount, limit=self.norm, count=f.violations)
                 else:
                     self.norms.compliance(aid, NORM, catch=amount, limit=self.norm)
+            if self.norm is not None and self.config.sanctions and self.config.monitoring_cost:
+                f.costs += self.config.monitoring_cost
+                self.monitoring_total += self.config.monitoring_cost
         total = sum(caught.values())
         self.stock -= total
         rationed = {str(a): v for a, v in caught.items() if v != demand[a]}
@@ -263,10 +376,12 @@ class CommonsModel(SocietyModel):
             if d.value == "none":
                 continue
             target = int(str(d.value).split()[-1])
+            fine = graduated_fine(c.sanction_fine, c.sanction_growth, fishers[target].violations)
             fishers[d.agent_id].costs += c.sanction_cost
-            fishers[target].costs += c.sanction_fine
-            self.norms.sanction(d.agent_id, target, NORM, c.sanction_cost, c.sanction_fine)
-            fishers[target].remember(self.tick, "observation", f"Fisher {d.agent_id} fined me {c.sanction_fine:g} for overfishing.")
+            fishers[target].costs += fine
+            self.fines_total += fine
+            self.norms.sanction(d.agent_id, target, NORM, c.sanction_cost, fine)
+            fishers[target].remember(self.tick, "observation", f"Fisher {d.agent_id} fined me {fine:g} for overfishing.")
             fishers[target].relate(d.agent_id, -0.3)
             fishers[d.agent_id].relate(target, -0.2)
 
@@ -290,9 +405,13 @@ class CommonsModel(SocietyModel):
             if gap > 0 and self.random.random() < gap / spread:
                 if f.policy == "scripted":
                     f.strategy = peer.strategy
-                f.remember(self.tick, "note", f"Fisher {peer.unique_id} earned {gap:g} more than me by catching {peer.catch:g}; I will do as they do.")
+                believed = ""
+                if peer.belief is not None:
+                    f.belief, f.copied = peer.belief, True
+                    believed = f" They proposed a limit of {peer.belief:g} tons; I now think so too."
+                f.remember(self.tick, "note", f"Fisher {peer.unique_id} earned {gap:g} more than me by catching {peer.catch:g}; I will do as they do.{believed}")
                 f.relate(peer.unique_id, 0.1)
-                self.emit("learn.imitate", f.unique_id, peer.unique_id, strategy=peer.strategy, gap=gap)
+                self.emit("learn.imitate", f.unique_id, peer.unique_id, strategy=peer.strategy, gap=gap, belief=peer.belief)
 
     def scenario_metrics(self) -> dict[str, float]:
         """This month's figures, and the GovSim figures so far (named `*_so_far`)."""
@@ -334,6 +453,9 @@ class CommonsModel(SocietyModel):
             "equality": equality(gains),
             "over_usage": self.over_actions / self.actions if self.actions else 0.0,
             "stock_final": self.stock,
+            "norm_limit_final": self.norm_in_force if self.config.norm_formation else self.norm,
+            "sanction_fines_total": self.fines_total,
+            "monitoring_cost_total": self.monitoring_total,
         }
 
     final_metric_docs = {
@@ -346,6 +468,9 @@ class CommonsModel(SocietyModel):
         "equality": "1 - Gini of the fishers' total catches (GovSim)",
         "over_usage": "share of all catch decisions above the month's sustainable share (GovSim)",
         "stock_final": "tons in the lake at the end",
+        "norm_limit_final": "the catch limit in force at the end (norm formation: the last adopted; else the last month's norm); null if none",
+        "sanction_fines_total": "fines paid by sanctioned fishers over the run (graduated: sanction_fine x (1 + sanction_growth x earlier violations))",
+        "monitoring_cost_total": "monitoring costs paid by all fishers over the run (monitoring_cost per fisher per month with a norm in force and sanctions on)",
     }
 
     def state(self) -> dict[str, Any]:
@@ -354,6 +479,11 @@ class CommonsModel(SocietyModel):
         for f in self.agents:
             counts[f.strategy or f.policy] = counts.get(f.strategy or f.policy, 0) + 1
         return {"stock_start": self.stock_start, "stock": self.stock, "norm": self.norm, "strategies": dict(sorted(counts.items()))}
+
+
+def graduated_fine(base: float, growth: float, violations: int) -> float:
+    """Graduated sanctions: the first violation costs `base`, each earlier one adds `growth` x `base`."""
+    return base * (1.0 + growth * max(0, violations - 1))
 
 
 _LIMIT_PATTERNS = [

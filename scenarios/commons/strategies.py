@@ -1,7 +1,9 @@
 """Scripted fishers: sustainable, greedy, fixed, random, conditional.
 
-Each strategy answers every phase of the fishery (talk, harvest, sanction) from the
-request's observation alone.
+Each strategy answers every phase of the fishery (talk, propose, vote, harvest, sanction)
+from the request's observation alone. A fisher proposes the limit its strategy would catch
+(or, once, a belief copied from a peer by social learning) and votes for the proposal
+closest to its own.
 """
 
 from __future__ import annotations
@@ -42,6 +44,17 @@ def _strategy(name: str):
         if request.phase == "talk":
             amount = int(min(intent(obs, rng), obs["stock"]))
             return f"I plan to catch {amount} tons. I propose each of us catches at most {amount} tons."
+        if request.phase == "propose":
+            if obs.get("copied"):
+                return min(float(obs["belief"]), math.floor(obs["stock"]))
+            return float(min(int(intent(obs, rng)), math.floor(obs["stock"])))
+        if request.phase == "vote":
+            options = obs["options"]
+            if name == "random":
+                return rng.choice(sorted(options))
+            own = obs.get("own_proposal")
+            own = float(intent(obs, rng)) if own is None else own
+            return min(options, key=lambda k: (abs(options[k] - own), options[k]))
         if request.phase == "harvest":
             return min(float(intent(obs, rng)), math.floor(obs["stock"]))
         if request.phase == "sanction":

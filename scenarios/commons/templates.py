@@ -13,9 +13,13 @@ LAST = Template(" Last month the fishers caught $total tons in all ($mean tons e
 OWN = Template(" Last month you caught $own tons.")
 NORM = Template(" The group's agreed limit is $norm tons per fisher.")
 MESSAGES = Template(" Messages this month: $messages")
+PROPOSALS = Template(" The fishers proposed these catch limits per fisher: $options.")
+BELIEF = Template(" You believe the limit should be $belief tons per fisher.")
 
 QUESTIONS = {
     "talk": Template("Write one short message to the other fishers about how much each of you should catch this month."),
+    "propose": Template("Propose a catch limit: how many tons at most should each fisher catch per month?"),
+    "vote": Template("Which catch limit do you vote for? The limit with a majority of the votes becomes the group's rule."),
     "harvest": Template("How many tons of fish do you catch this month?"),
     "sanction": Template("Some fishers caught more than the agreed limit. You may pay $cost to fine one of them $fine. Whom do you fine?"),
 }

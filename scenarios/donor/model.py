@@ -1,0 +1,420 @@
+"""The donor game across generations ("Cultural Evolution of Cooperation among LLM Agents",
+Vallinder & Hughes 2024).
+
+A generation of `agents` players is split at random into two halves. It plays two games; each
+starts every player with `endowment` units and lasts `rounds` rounds (hidden from the players).
+In each round one half donates and the other receives, the halves alternating from round to
+round; each donor is paired with a different recipient of the other half, never the same one
+twice in a game. A donor gives a share of its resources; the recipient receives `multiplier`
+times the gift. The second game swaps which half donates first, so roles balance. With
+`punishment`, a donor may instead pay x to remove `punish_multiplier` x from the recipient.
+
+After the two games the top half by average final resources survive; each of the others is
+replaced by a newcomer that inherits from a random survivor (scripted: its strategy and
+parameters with seeded Gaussian mutation; LLM: it writes a strategy at the start of the
+generation, with the survivors' strategies in the prompt).
+
+One tick is one round of one game: a run has generations x 2 x rounds ticks (`total_rounds`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Optional
+
+from pydantic import Field, model_validator
+
+from agents.base import SocietyAgent
+from sim.contracts import Decision, DecisionRequest
+from sim.model import ScenarioConfig, SocietyModel
+from sim.spaces import Choice, Number, Text
+from scenarios.donor import templates as tpl
+from scenarios.donor.strategies import STRATEGIES
+
+StrategyName = Literal["fixed", "defector", "image", "punisher", "random"]
+NORM = "reciprocity"  # the norm a costly punishment enforces (norm.sanction events)
+STRATEGY_NORM = "donor_strategy"  # an LLM player's written strategy (norm.statement events)
+MAX_SURVIVOR_STRATEGIES = 6  # a prompt quotes at most this many survivors' strategies
+STRATEGY_CHARS = 200  # and each at most this long
+
+
+class DonorConfig(ScenarioConfig):
+    """Config of the donor game; every field can be set with `--set key=value`."""
+
+    agents: int = Field(12, ge=2, le=10_000, description="players per generation (even)")
+    rounds: int = Field(12, ge=1, le=10_000, description="rounds per game (hidden from the players); at most `agents`")
+    generations: int = Field(10, ge=1, le=10_000, description="generations; each plays two games")
+    total_rounds: Optional[int] = Field(None, ge=1, le=10_000_000, description="ticks to run (one tick = one round of one game); default generations x 2 x rounds, less stops early")
+    endowment: float = Field(10.0, gt=0, le=1e9, description="units each player starts each game with")
+    multiplier: float = Field(2.0, ge=0, le=100, description="the recipient receives multiplier x the gift")
+    strategy: StrategyName = Field("fixed", description="scripted strategy of the first generation")
+    fraction: float = Field(0.5, ge=0, le=1, description="share of resources a giving scripted donor gives (fixed, image, punisher)")
+    threshold: float = Field(0.1, ge=0, le=1, description="image/punisher: give only if the recipient's last gift share was at least this")
+    trace_depth: int = Field(2, ge=0, le=10, description="reputation trace: the recipient's last action, its partner's before, ... this many steps")
+    punishment: bool = Field(False, description="a donor may pay x to remove punish_multiplier x from the recipient instead of giving")
+    punish_multiplier: float = Field(2.0, ge=0, le=100, description="units removed from the recipient per unit paid to punish")
+    punish_fraction: float = Field(0.1, ge=0, le=1, description="share of resources a scripted punisher pays to punish")
+    mutation: float = Field(0.05, ge=0, le=1, description="s.d. of the Gaussian mutation of inherited fraction and threshold")
+
+    @model_validator(mode="after")
+    def _check(self) -> "DonorConfig":
+        if self.agents % 2:
+            raise ValueError(f"agents must be even (two halves donate in turn), got {self.agents}")
+        if math.ceil(self.rounds / 2) > self.agents // 2:
+            raise ValueError(f"rounds ({self.rounds}) must be at most agents ({self.agents}): a donor never gives to the same recipient twice in a game")
+        full = self.generations * 2 * self.rounds
+        if self.total_rounds is None:
+            object.__setattr__(self, "total_rounds", full)
+        elif self.total_rounds > full:
+            raise ValueError(f"total_rounds ({self.total_rounds}) must be at most generations x 2 x rounds = {full}")
+        if self.population and sum(g.count for g in self.population) != self.agents:
+            raise ValueError(f"population counts add up to {sum(g.count for g in self.population)}, but agents is {self.agents}")
+        return self
+
+
+class Donor(SocietyAgent):
+    """A player: resources, inherited parameters, its written strategy and its recent actions."""
+
+    def __init__(self, model: "DonorModel", policy: str, strategy: str, persona: str,
+                 params: Mapping[str, float], generation: int, parent: Optional[int] = None) -> None:
+        super().__init__(model, policy=policy, strategy=strategy, persona=persona, memory=model.new_memory())
+        self.params = dict(params)
+        self.generation = generation
+        self.parent = parent
+        self.resources = model.config.endowment
+        self.finals: list[float] = []  # final resources of each game played
+        self.strategy_text: Optional[str] = None
+        self.actions: deque[tuple[int, str, float, float, int]] = deque(maxlen=model.config.trace_depth + 1)
+
+    @property
+    def score(self) -> float:
+        """Average final resources over the games played this generation."""
+        return sum(self.finals) / len(self.finals) if self.finals else self.resources
+
+
+class DonorModel(SocietyModel):
+    """The donor game. Phases per round: strategy (LLM, first round of a generation), action (with punishment), donate."""
+
+    name = "donor"
+    description = "Donor game across generations: indirect reciprocity, selection, inheritance, costly punishment"
+    Config = DonorConfig
+    horizon_field = "total_rounds"
+    strategies = STRATEGIES
+    default_strategy = "fixed"
+    config: DonorConfig
+
+    def setup(self) -> None:
+        c = self.config
+        params = {"fraction": c.fraction, "threshold": c.threshold, "punish_fraction": c.punish_fraction}
+        for policy, strategy, persona in self.population_plan(c.agents):
+            if policy == "scripted" and strategy not in STRATEGIES:
+                raise ValueError(f"unknown donor strategy {strategy!r}; valid: {sorted(STRATEGIES)}")
+            Donor(self, policy, strategy, persona, params, generation=1)
+        self.generation = self.game = self.round = 0  # 1-based once the first tick starts
+        self.halves: tuple[list[Donor], list[Donor]] = ([], [])
+        self.schedule: dict[int, tuple[list[Donor], list[int]]] = {}
+        self.pairs: dict[int, Donor] = {}  # donor id -> recipient, this round
+        self.modes: dict[int, str] = {}  # donor id -> give / punish, this round
+        self.deltas: dict[int, float] = {}
+        self.survivor_texts: list[str] = []
+        self.gen_resources: dict[int, float] = {}  # generation -> average final resources
+        self.gen_given: dict[int, list[float]] = {}  # generation -> [sum of gift shares, donor decisions]
+        self.decisions = self.punishments = 0
+        self.shares_given = 0.0
+        self.round_given: list[float] = []
+        self.round_punish = 0
+        self.round_units = 0.0
+
+    # ----- the clock: generation, game, round -------------------------------------------
+    def _position(self, tick: int) -> tuple[int, int, int]:
+        r = self.config.rounds
+        t = tick - 1
+        return t // (2 * r) + 1, (t % (2 * r)) // r + 1, t % r + 1
+
+    def update(self) -> None:
+        gen, game, rnd = self._position(self.tick)
+        self._ids_tick = None
+        if gen != self.generation:
+            if self.generation:
+                self._turnover(gen)
+            self.generation = gen
+            self._start_generation()
+        if rnd == 1:
+            self._start_game(game)
+        self.game, self.round = game, rnd
+        self.deltas = {a.unique_id: 0.0 for a in self.agents}
+        self.modes = {}
+        self.round_given, self.round_punish, self.round_units = [], 0, 0.0
+        # halves donate in turn; the second game swaps which half starts
+        donors_half = (rnd - 1 + game - 1) % 2
+        donors, shifts = self.schedule[donors_half]
+        others = self.halves[1 - donors_half]
+        k = shifts[(rnd - 1) // 2]
+        self.pairs = {d.unique_id: others[(i + k) % len(others)] for i, d in enumerate(donors)}
+
+    def _start_generation(self) -> None:
+        """Split the players into two random halves; forget the last generation's reputations."""
+        players = sorted(self.agents, key=lambda a: a.unique_id)
+        self.random.shuffle(players)
+        m = len(players) // 2
+        self.halves = (players[:m], players[m:])
+        for a in players:
+            a.finals = []
+            a.actions.clear()
+        self.gen_given.setdefault(self.generation, [0.0, 0])
+
+    def _start_game(self, game: int) -> None:
+        """Reset resources; draw each half's recipient order and its round shifts (distinct: no repeats)."""
+        for a in self.agents:
+            a.resources = self.config.endowment
+        m = len(self.halves[0])
+        self.schedule = {}
+        for h in (0, 1):
+            donors = list(self.halves[h])
+            self.random.shuffle(donors)
+            self.schedule[h] = (donors, self.random.sample(range(m), m))
+
+    def _turnover(self, gen: int) -> None:
+        """Selection and inheritance: the top half by average final resources survive; newcomers inherit."""
+        c = self.config
+        ranked = sorted(self.agents, key=lambda a: a.unique_id)
+        self.random.shuffle(ranked)  # ties broken at random, seeded
+        ranked.sort(key=lambda a: -a.score)
+        keep = len(ranked) // 2
+        survivors, dropped = ranked[:keep], ranked[keep:]
+        self.survivor_texts = [a.strategy_text for a in survivors if a.strategy_text]
+        self.emit("generation", None, None, generation=gen, survivors=[a.unique_id for a in survivors],
+                  dropped=[a.unique_id for a in dropped], scores={a.unique_id: round(a.score, 6) for a in ranked})
+        for a in dropped:
+            a.remove()
+        for _ in dropped:
+            parent = self.random.choice(survivors)
+            params = dict(parent.params)
+            for key in ("fraction", "threshold"):
+                params[key] = min(1.0, max(0.0, params[key] + self.random.gauss(0.0, c.mutation))) if c.mutation else params[key]
+            child = Donor(self, parent.policy, parent.strategy or "", parent.persona, params, gen, parent.unique_id)
+            self.emit("learn.inherit", child.unique_id, parent.unique_id, strategy=parent.strategy,
+                      fraction=params["fraction"], threshold=params["threshold"])
+        for a in survivors:
+            a.remember(self.tick, "note", f"I survived generation {gen - 1} with {a.score:g} units on average.")
+
+    # ----- decisions -----------------------------------------------------------------------
+    def phases(self) -> Sequence[str]:
+        first = self.round == 1 and self.game == 1
+        write = first and any(a.policy == "llm" and a.strategy_text is None for a in self.agents)
+        return (("strategy",) if write else ()) + (("action",) if self.config.punishment else ()) + ("donate",)
+
+    def _rules(self) -> str:
+        c = self.config
+        shown = [t[:STRATEGY_CHARS] for t in self.survivor_texts[:MAX_SURVIVOR_STRATEGIES]]
+        survivors = tpl.SURVIVORS.substitute(strategies=" ".join(f'"{t}"' for t in shown)) if shown else ""
+        key = (self.generation, len(shown))
+        if getattr(self, "_rules_key", None) != key:
+            self._rules_key = key
+            self._rules_text = tpl.RULES.substitute(
+                agents=c.agents, endowment=f"{c.endowment:g}", multiplier=f"{c.multiplier:g}",
+                punish=tpl.PUNISH.substitute(pm=f"{c.punish_multiplier:g}") if c.punishment else "",
+                generation=self.generation, survivors=survivors)
+        return self._rules_text
+
+    def trace(self, recipient: Donor) -> list[dict[str, Any]]:
+        """The recipient's last action, then its partner's action before that, ... (`trace_depth` steps)."""
+        out: list[dict[str, Any]] = []
+        current: Optional[Donor] = recipient
+        before = self.tick
+        ids = self._ids()
+        for _ in range(self.config.trace_depth):
+            if current is None:
+                break
+            act = next((x for x in reversed(current.actions) if x[0] < before), None)
+            if act is None:
+                out.append({"agent": current.unique_id, "kind": None})
+                break
+            tick, kind, share, amount, to = act
+            out.append({"agent": current.unique_id, "kind": kind, "share": share, "amount": amount, "to": to})
+            before, current = tick, ids.get(to)
+        return out
+
+    def last_gift(self, recipient: Donor) -> Optional[float]:
+        """The share of its resources the recipient gave in its last gift (punishments skipped); None if unseen."""
+        if not self.config.trace_depth:
+            return None
+        return next((x[2] for x in reversed(recipient.actions) if x[1] == "give"), None)
+
+    def _ids(self) -> dict[int, Donor]:
+        if getattr(self, "_ids_tick", None) != self.tick:
+            self._ids_tick, self._ids_map = self.tick, {a.unique_id: a for a in self.agents}
+        return self._ids_map
+
+    def _trace_text(self, trace: list[dict[str, Any]]) -> str:
+        parts = []
+        for step in trace:
+            if step["kind"] is None:
+                parts.append(tpl.TRACE_NONE.substitute(actor=step["agent"]))
+            elif step["kind"] == "punish":
+                parts.append(tpl.TRACE_PUNISH.substitute(actor=step["agent"], amount=f"{step['amount']:.2f}", to=step["to"]))
+            else:
+                parts.append(tpl.TRACE_GIVE.substitute(actor=step["agent"], percent=f"{100 * step['share']:.0f}",
+                                                       amount=f"{step['amount']:.2f}", to=step["to"]))
+        return "".join(parts)
+
+    def observe(self, agent: Donor, phase: str) -> Optional[DecisionRequest]:
+        own = tpl.OWN_STRATEGY.substitute(text=agent.strategy_text) if agent.strategy_text else ""
+        if phase == "strategy":
+            if agent.policy != "llm" or agent.strategy_text is not None:
+                return None
+            context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy="")
+            return self.request(agent, phase, Text(max_tokens=48), "I give half of my resources to those who gave before.",
+                                {"generation": self.generation}, context, tpl.QUESTIONS["strategy"].substitute())
+        recipient = self.pairs.get(agent.unique_id)
+        if recipient is None:
+            return None
+        trace = self.trace(recipient)
+        obs = {
+            **agent.params, "resources": agent.resources, "recipient": recipient.unique_id,
+            "recipient_resources": recipient.resources, "trace": trace, "punishment": self.config.punishment,
+            "last_gift": self.last_gift(recipient),
+            "round": self.round, "game": self.game, "generation": self.generation,
+        }
+        context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy=own) + tpl.ROUND.substitute(
+            round=self.round, resources=f"{agent.resources:.2f}", recipient=recipient.unique_id,
+            recipient_resources=f"{recipient.resources:.2f}", trace=self._trace_text(trace))
+        if phase == "action":
+            question = tpl.QUESTIONS["action"].substitute(recipient=recipient.unique_id)
+            return self.request(agent, phase, Choice(["give", "punish"]), "give", obs, context, question)
+        mode = self.modes.get(agent.unique_id, "give")
+        obs["action"] = mode
+        question = tpl.QUESTIONS[mode].substitute(recipient=recipient.unique_id)
+        return self.request(agent, phase, Number(0, 100, 1), 0.0, obs, context, question)
+
+    def act(self, phase: str, decisions: Sequence[Decision]) -> None:
+        if phase == "strategy":
+            for d in decisions:
+                agent = self._ids()[d.agent_id]
+                agent.strategy_text = str(d.value).strip() or "(no strategy)"
+                self.norms.statement(d.agent_id, STRATEGY_NORM, {"generation": self.generation}, agent.strategy_text)
+        elif phase == "action":
+            self.modes.update({d.agent_id: str(d.value) for d in decisions})
+        else:
+            ids = self._ids()
+            for d in decisions:
+                self._donate(ids[d.agent_id], self.pairs[d.agent_id], float(d.value) / 100.0)
+
+    def _donate(self, donor: Donor, recipient: Donor, share: float) -> None:
+        """Give `share` of the donor's resources (the recipient gets `multiplier` x), or pay it to punish."""
+        c = self.config
+        x = share * donor.resources
+        donor.resources -= x
+        self.deltas[donor.unique_id] -= x
+        punish = self.modes.get(donor.unique_id) == "punish"
+        gen = self.gen_given[self.generation]
+        gen[1] += 1
+        self.decisions += 1
+        if punish:
+            removed = min(c.punish_multiplier * x, recipient.resources)
+            recipient.resources -= removed
+            self.deltas[recipient.unique_id] -= removed
+            self.punishments += 1
+            self.round_punish += 1
+            self.round_given.append(0.0)
+            self.norms.sanction(donor.unique_id, recipient.unique_id, NORM, cost=x, fine=removed)
+            donor.remember(self.tick, "observation", f"I paid {x:.2f} units to punish player {recipient.unique_id}.")
+            recipient.remember(self.tick, "observation", f"Player {donor.unique_id} punished me: I lost {removed:.2f} units.")
+            recipient.relate(donor.unique_id, -0.3)
+        else:
+            received = c.multiplier * x
+            recipient.resources += received
+            self.deltas[recipient.unique_id] += received
+            gen[0] += share
+            self.shares_given += share
+            self.round_given.append(share)
+            self.round_units += x
+            self.emit("donation", donor.unique_id, recipient.unique_id, share=share, amount=x, received=received)
+            donor.remember(self.tick, "observation", f"I gave {x:.2f} units ({100 * share:.0f}%) to player {recipient.unique_id}.")
+            recipient.remember(self.tick, "observation", f"Player {donor.unique_id} gave me {received:.2f} units.")
+            if share > 0:
+                recipient.relate(donor.unique_id, 0.2)
+        donor.actions.append((self.tick, "punish" if punish else "give", 0.0 if punish else share, x, recipient.unique_id))
+
+    # ----- payoffs, bookkeeping, metrics --------------------------------------------------
+    def payoffs(self) -> dict[int, float]:
+        return dict(self.deltas)
+
+    def after_reward(self, rewards: Mapping[int, float]) -> None:
+        if self.round != self.config.rounds:
+            return
+        for a in self.agents:
+            a.finals.append(a.resources)
+            a.remember(self.tick, "note", f"Game {self.game} ended: I had {a.resources:.2f} units.")
+        scores = [a.score for a in self.agents]
+        self.gen_resources[self.generation] = sum(scores) / len(scores)
+
+    def scenario_metrics(self) -> dict[str, float]:
+        """This round's figures."""
+        res = [a.resources for a in self.agents]
+        n = len(self.round_given)
+        return {
+            "generation": float(self.generation),
+            "game": float(self.game),
+            "round": float(self.round),
+            "mean_resources": sum(res) / len(res),
+            "donation_rate": sum(self.round_given) / n if n else 0.0,
+            "units_given": self.round_units,
+            "punishments": float(self.round_punish),
+        }
+
+    tick_metric_docs = {
+        "generation": "generation being played (1-based)",
+        "game": "game of the generation (1 or 2)",
+        "round": "round of the game (1-based)",
+        "mean_resources": "mean resources of the players after this round",
+        "donation_rate": "mean share of their resources the donors gave this round (a punishment counts as 0)",
+        "units_given": "units the donors gave this round (before the multiplier)",
+        "punishments": "donors who punished instead of giving this round",
+    }
+
+    def final_metrics(self) -> dict[str, Optional[float]]:
+        """The paper's score per generation, and donation and punishment over the run."""
+        out: dict[str, Optional[float]] = {}
+        done = sorted(self.gen_resources)
+        out["avg_final_resources"] = self.gen_resources[done[-1]] if done else None
+        out["generations_played"] = float(len(done))
+        for g in done:
+            out[f"avg_final_resources_gen_{g}"] = self.gen_resources[g]
+        out["donation_rate"] = self.shares_given / self.decisions if self.decisions else None
+        out["punishment_share"] = self.punishments / self.decisions if self.decisions else None
+        rates = [(g, s / n) for g, (s, n) in sorted(self.gen_given.items()) if n]
+        out["donation_trend"] = slope(rates)
+        return out
+
+    final_metric_docs = {
+        "avg_final_resources": "mean over the last generation's players of their final resources averaged over the games they finished (the paper's score); null if no game finished",
+        "generations_played": "generations with at least one finished game",
+        "avg_final_resources_gen_G": "avg_final_resources of generation G (one key per generation played, G = 1, 2, ...)",
+        "donation_rate": "mean share of resources given per donor decision over the run (a punishment counts as 0)",
+        "punishment_share": "share of donor decisions that were punishments",
+        "donation_trend": "least-squares slope of each generation's donation rate against the generation number; null with fewer than two generations",
+    }
+
+    def state(self) -> dict[str, Any]:
+        """Small on purpose: per-player resources live in agent_steps; strategies are counted."""
+        counts: dict[str, int] = {}
+        for a in self.agents:
+            key = a.strategy or a.policy
+            counts[key] = counts.get(key, 0) + 1
+        fractions = [a.params["fraction"] for a in self.agents]
+        return {"generation": self.generation, "game": self.game, "round": self.round,
+                "strategies": dict(sorted(counts.items())), "mean_fraction": sum(fractions) / len(fractions)}
+
+
+def slope(points: Sequence[tuple[float, float]]) -> Optional[float]:
+    """Least-squares slope of y on x; None with fewer than two distinct x."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sxx

@@ -1,0 +1,60 @@
+"""Scripted donors: fixed fraction, defector, image scoring, punisher, random.
+
+Each strategy reads only the request's observation: its own inherited parameters (`fraction`,
+`threshold`, `punish_fraction`) and the recipient's reputation (`last_gift`: the share of its
+resources the recipient gave in its last gift, punishments skipped; None if it has not given
+yet or `trace_depth` is 0). Gifts are whole percents of the donor's resources.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sim.contracts import DecisionRequest
+
+STRATEGY_TEXT = {
+    "fixed": "I always give the same share of my resources.",
+    "defector": "I never give anything.",
+    "image": "I give to players whose last gift was generous, and nothing to the others.",
+    "punisher": "I give to generous players and punish the stingy ones.",
+    "random": "I give a random share.",
+}
+
+
+def percent(fraction: float) -> float:
+    """A share of resources as the whole percent the action space takes."""
+    return float(round(100 * fraction))
+
+
+def stingy(obs: Mapping[str, Any]) -> bool:
+    """The recipient's last gift was below this donor's threshold."""
+    last = obs.get("last_gift")
+    return last is not None and last < obs["threshold"] - 1e-9
+
+
+def _strategy(name: str) -> Callable[[DecisionRequest, random.Random], Any]:
+    def decide(request: DecisionRequest, rng: random.Random) -> Any:
+        o = request.observation
+        if request.phase == "strategy":
+            return STRATEGY_TEXT[name]
+        if request.phase == "action":
+            return "punish" if name == "punisher" and stingy(o) else "give"
+        if request.phase != "donate":
+            raise ValueError(f"strategy {name!r} has no answer for phase {request.phase!r}")
+        if o.get("action") == "punish":
+            return percent(o["punish_fraction"])
+        if name == "fixed":
+            return percent(o["fraction"])
+        if name == "defector":
+            return 0.0
+        if name in ("image", "punisher"):
+            return 0.0 if stingy(o) else percent(o["fraction"])
+        return float(rng.randint(0, 100))
+
+    decide.__name__ = name
+    return decide
+
+
+STRATEGIES = {name: _strategy(name) for name in STRATEGY_TEXT}
