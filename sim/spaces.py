@@ -80,12 +80,12 @@ class Number:
 
     def snap(self, x: float) -> float:
         """Clip to the range and round to the grid."""
-        x = min(max(x, self.lo), self.hi)
+        x = float(min(max(x, self.lo), self.hi))
         if self.step == 1 and x.is_integer() and float(self.lo).is_integer():
             return x  # the common case (whole units from a whole lower bound): already on the grid
         if self.step:
             k = math.floor((x - self.lo) / self.step + 0.5)
-            x = min(self.lo + k * self.step, self.hi)
+            x = float(min(self.lo + k * self.step, self.hi))
             if self.step >= 1 and float(self.step).is_integer() and float(self.lo).is_integer():
                 x = float(round(x))
         return x

@@ -41,3 +41,16 @@ def test_form_validates_every_field():
         f.validate({"amount": 2, "to": "c", "note": ""})
     with pytest.raises(SpaceError):
         f.validate({"amount": 2})
+
+
+def test_snap_accepts_ints_and_returns_floats():
+    """An engine may hand an int: snapping it neither fails nor leaks an int into the record."""
+    from sim.spaces import Number
+
+    for space in (Number(0, 100, 1), Number(0, 100.0, 1), Number(0.5, 10, 1), Number(0, 10, 0.5)):
+        for x in (55, 0, 100, -3, 1000):
+            got = space.snap(x)
+            assert isinstance(got, float)
+            assert space.lo <= got <= space.hi
+    assert Number(0, 100, 1).snap(55) == 55.0
+    assert Number(0.5, 10, 1).snap(3) == 3.5  # nearest grid point of 0.5 + k
