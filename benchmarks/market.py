@@ -75,7 +75,8 @@ def llm(customers: int, businesses: int) -> dict:
     load_s = time.perf_counter() - t
     backend = Counted(engine.model_id, engine.sampling, engine=engine)
     cfg = MarketConfig(customers_n=customers, businesses_n=businesses, search="optimal", max_steps=2)
-    model = MarketModel(cfg, seed=0, broker=DecisionBroker({"scripted": ScriptedBackend(MarketModel.strategies), "llm": backend}), policy="llm")
+    backends = {"scripted": ScriptedBackend(MarketModel.strategies), "llm": backend}
+    model = MarketModel(cfg, seed=0, broker=DecisionBroker(backends), policy="llm")
     t = time.perf_counter()
     while model.running and model.tick < cfg.max_steps:
         model.step()
@@ -87,7 +88,8 @@ def llm(customers: int, businesses: int) -> dict:
     return {"customers": customers, "businesses": businesses, "model_load_s": round(load_s, 1), "run_s": round(run_s, 1),
             "engine_batches": backend.engine_batches, "batches": batches,
             "one_call_per_phase": all(len(v) == 1 for v in per_phase.values()),
-            "welfare_ratio": m["welfare_ratio"], "first_proposal_rate": m["first_proposal_rate"], "payment_rate": m["payment_rate"]}
+            "welfare_ratio": m["welfare_ratio"], "first_proposal_rate": m["first_proposal_rate"],
+            "payment_rate": m["payment_rate"]}
 
 
 def main() -> None:
