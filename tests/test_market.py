@@ -272,7 +272,7 @@ def test_run_is_stored_with_market_event(store):
 @needs_data
 def test_llm_customers_and_businesses_complete_a_small_market(store):
     """The embedded model plays both sides of mexican_3_9: the run ends and every decision is valid."""
-    spec = build_spec("market", policy="llm", seed=1, sets=["market=mexican_3_9", "search=optimal", "max_steps=3"])
+    spec = build_spec("market", policy="llm", seed=1, sets=["market=mexican_3_9", "search=optimal", "max_steps=2"])
     r = execute(spec, store)
     assert r.status == "finished" and r.fallbacks == 0
     steps = store.steps(r.run_id)
