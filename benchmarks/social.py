@@ -5,9 +5,11 @@ Two cases, each in its own process (so peak memory is the case's own):
   a SQLite store: wall and CPU seconds, agent-steps per second, peak RSS, store bytes per
   agent-step, and where the time goes (scenario hooks, broker + strategies, store commit, the
   rest of the base tick).
-- llm: one tick of M LLM members (default 1,000, all active) on the embedded model: two
-  warm-up ticks with a stand-in backend fill the feeds, then the measured tick goes to the
-  real model; requests per phase, engine batches, tokens and seconds.
+- llm: one tick of M LLM members (all active): two warm-up ticks with a stand-in backend
+  fill the feeds, then the measured tick goes to the LLM backend; requests per phase, batches
+  sent to the engine, tokens and seconds. `all` runs it twice: 1,000 members with a stand-in
+  engine (prompts, cache keys, batching: everything but the model) and `--real-llm-agents`
+  (64) on the embedded model, whose cost grows linearly in the batch (prefill is compute-bound).
 
     python benchmarks/social.py                      # both cases, default sizes
     python benchmarks/social.py --agents 2000 --ticks 20 --llm-agents 100
@@ -117,7 +119,23 @@ def case_scripted(agents: int, ticks: int) -> dict:
     }
 
 
-def case_llm(agents: int, feed_size: int) -> dict:
+class CountingEngine:
+    """A stand-in engine (no model): first option / fixed text; records the batch sizes it is sent."""
+
+    model_id = "stand-in"
+    sampling: dict = {}
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def answer(self, requests, messages):
+        from agents.llm.backend import Answer
+
+        self.batches.append(len(requests))
+        return [Answer(r.space.options[0] if hasattr(r.space, "options") else "A short message.", raw="") for r in requests]
+
+
+def case_llm(agents: int, feed_size: int, stand_in: bool = False) -> dict:
     import random
 
     from agents.llm.factory import make_llm_backend
@@ -146,10 +164,16 @@ def case_llm(agents: int, feed_size: int) -> dict:
     random.seed(0)
     model.step()
     model.step()
-    backend = make_llm_backend(spec, None)
-    t = time.perf_counter()
-    backend.engine.lm  # load the model outside the measured tick
-    load_s = time.perf_counter() - t
+    if stand_in:
+        from agents.llm.backend import LLMBackend
+
+        backend = LLMBackend("stand-in", {}, engine=CountingEngine())
+        load_s = 0.0
+    else:
+        backend = make_llm_backend(spec, None)
+        t = time.perf_counter()
+        backend.engine.lm  # load the model outside the measured tick
+        load_s = time.perf_counter() - t
     phases: dict[str, dict] = {}
     decide = backend.decide_batch
 
@@ -169,6 +193,8 @@ def case_llm(agents: int, feed_size: int) -> dict:
     wall = time.perf_counter() - wall
     engine = backend.engine
     return {
+        "engine": "stand-in (no model: measures prompts, cache keys and batching)" if stand_in else backend.model_id,
+        "batch_sizes_sent_to_engine": getattr(engine, "batches", None),
         "llm_agents": agents, "active": int(model.readers.size), "feed_size": feed_size, "model_load_s": round(load_s, 1),
         "tick_wall_s": round(wall, 1), "phases": phases, "engine_calls": backend.engine_batches,
         "engine_max_batch": getattr(engine, "_args", {}).get("max_batch"),
@@ -182,26 +208,30 @@ def main() -> None:
     ap.add_argument("--case", choices=("scripted", "llm", "all"), default="all")
     ap.add_argument("--agents", type=int, default=10_000)
     ap.add_argument("--ticks", type=int, default=100)
-    ap.add_argument("--llm-agents", type=int, default=1000)
+    ap.add_argument("--llm-agents", type=int, default=1000, help="LLM case: members in the tick (stand-in engine in `all`)")
+    ap.add_argument("--real-llm-agents", type=int, default=64, help="`all`: members of the tick on the real model")
     ap.add_argument("--feed-size", type=int, default=5, help="LLM case: items per feed (prompt length)")
+    ap.add_argument("--stand-in", action="store_true", help="LLM case without a model: bookkeeping and batching only")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.case == "scripted":
         print(json.dumps(case_scripted(args.agents, args.ticks)))
         return
     if args.case == "llm":
-        print(json.dumps(case_llm(args.llm_agents, args.feed_size)))
+        print(json.dumps(case_llm(args.llm_agents, args.feed_size, args.stand_in)))
         return
     results = {"date": time.strftime("%Y-%m-%d"), "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                                                "python": platform.python_version()}}
     for case, extra in (("scripted", ["--agents", str(args.agents), "--ticks", str(args.ticks)]),
-                        ("llm", ["--llm-agents", str(args.llm_agents), "--feed-size", str(args.feed_size)])):
+                        ("llm", ["--llm-agents", str(args.llm_agents), "--feed-size", str(args.feed_size), "--stand-in"]),
+                        ("llm", ["--llm-agents", str(args.real_llm_agents), "--feed-size", str(args.feed_size)])):
+        key = case if case == "scripted" else ("llm_stand_in" if "--stand-in" in extra else "llm_model")
         proc = subprocess.run([sys.executable, __file__, "--case", case, *extra], capture_output=True, text=True, cwd=ROOT)
         if proc.returncode != 0:
-            results[case] = {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+            results[key] = {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
         else:
-            results[case] = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(case, json.dumps(results[case]), flush=True)
+            results[key] = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(key, json.dumps(results[key]), flush=True)
     try:
         import torch
 
