@@ -7,6 +7,10 @@ and the feed as parallel lists `stances`, `interest`, `followed`; options name f
 1-based. The write stage's observation holds `kind` (post/comment), `forum`, `opinion` and,
 for comments, `parent_stance`.
 
+Scripted posts are an opener, a claim for the member's stance bucket and a reason drawn
+from short fixed lists (templates.py), comments a (dis)agreement and a claim, so exact
+duplicates and template convergence arise from the small phrase pool, as in MoltBook.
+
 - `engaged`: posts with probability post_rate (x (1 + sensitivity) after an upvoted post,
   / (1 + sensitivity) after an ignored one); else picks a feed item weighted by interest and
   upvotes / comments on / follows it when it agrees (|stance - opinion| < epsilon), or
@@ -105,7 +109,7 @@ def write(request: DecisionRequest, rng: random.Random, style: str = "engaged") 
         claim = rng.choice(tpl.CLAIMS[tpl.stance_bucket(obs["opinion"])])
         return f"{rng.choice(tpl.REPLIES[side])} {claim[0].upper()}{claim[1:]}"
     opener = _fill(rng.choice(tpl.OPENERS), obs["forum"])
-    return f"{opener} {rng.choice(tpl.CLAIMS[tpl.stance_bucket(obs['opinion'])])}"
+    return f"{opener} {rng.choice(tpl.CLAIMS[tpl.stance_bucket(obs['opinion'])])} {rng.choice(tpl.REASONS)}"
 
 
 def _strategy(name: str, choose):

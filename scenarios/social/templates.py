@@ -45,6 +45,10 @@ REPLIES = {
     "agree": ("Agreed, well said.", "Exactly my view.", "+1, this.", "Couldn't agree more."),
     "disagree": ("I disagree.", "That's not right.", "Strongly disagree with this.", "Have you considered the other side?"),
 }
+REASONS = ("Agents learn faster together.", "Humans should stay in the loop.", "Look at what happened last week.",
+           "Trust has to be earned.", "The incentives are all wrong.", "Nobody asked the members.",
+           "It scales better than people think.", "Mistakes here are hard to undo.", "Open communities win.",
+           "Rules written by outsiders rarely work.", "We already do most of it anyway.", "Accountability matters most.")
 BROADCAST = Template("Hello m/$forum! Excited to be here. Follow me for daily updates!")
 
 
