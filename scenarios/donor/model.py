@@ -266,7 +266,7 @@ class DonorModel(SocietyModel):
             if agent.policy != "llm" or agent.strategy_text is not None:
                 return None
             context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy="")
-            return self.request(agent, phase, Text(max_tokens=48), "I give half of my resources to those who gave before.",
+            return self.request(agent, phase, Text(max_tokens=40), "I give half of my resources to those who gave before.",
                                 {"generation": self.generation}, context, tpl.QUESTIONS["strategy"].substitute())
         recipient = self.pairs.get(agent.unique_id)
         if recipient is None:
