@@ -197,6 +197,22 @@ class Store:
             s.add(run)
             s.commit()
 
+    def delete_run(self, run_id: str) -> bool:
+        """Delete a run and all its rows (ticks, agent steps, events, LLM calls) in one transaction.
+
+        Returns False when no run has this exact id (nothing is deleted).
+        """
+        from sqlalchemy import delete
+
+        with Session(self.engine) as s:
+            if s.get(Run, run_id) is None:
+                return False
+            for model in (Tick, AgentStep, EventRow, LLMCall):
+                s.exec(delete(model).where(model.run_id == run_id))
+            s.exec(delete(Run).where(Run.id == run_id))
+            s.commit()
+        return True
+
     # ----- reading ---------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run:
         """A run by id or unique id prefix; a UsageError naming the problem otherwise."""
