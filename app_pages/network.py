@@ -68,7 +68,7 @@ def render(table: pd.DataFrame) -> None:
                    f"(estimated from samples above {net.EXACT_CLUSTERING_MAX} nodes)")
     dist = degrees.groupby("degree").size().reset_index(name="agents")
     st.altair_chart(alt.Chart(dist, title="Degree distribution").mark_bar().encode(
-        x=alt.X("degree:Q"), y=alt.Y("agents:Q"), tooltip=["degree", "agents"]).properties(height=200), width="stretch")
+        x=alt.X("degree:O"), y=alt.Y("agents:Q"), tooltip=["degree", "agents"]).properties(height=200), width="stretch")
 
 
 page(render)
