@@ -1,0 +1,140 @@
+"""How fast the app opens a large run: 10,000 agents x 100 ticks (1M agent steps, ~300k events).
+
+Builds a synthetic store (rows inserted directly, shaped like a social run: actions carry an
+opinion, follow/unfollow and message events), then times every query the pages make and the
+render of every page through Streamlit's AppTest. Writes benchmarks/results/app_queries-cpu.json.
+
+    python benchmarks/app_queries.py [--agents 10000] [--ticks 100] [--db sqlite:///big.db]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sqlite3
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis import network as net  # noqa: E402
+from analysis import queries  # noqa: E402
+from sim.store import Store  # noqa: E402
+
+RUN = "bigrun000001"
+
+
+def build(path: Path, agents: int, ticks: int, seed: int = 0) -> dict[str, int]:
+    """Write one run with `agents` x `ticks` agent steps, follow and message events, straight into SQLite."""
+    Store(f"sqlite:///{path}")  # schema via the store's migrations
+    rng = random.Random(seed)
+    con = sqlite3.connect(path)
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    spec = {"scenario": "commons", "config": {"fishers": agents, "months": ticks, "reward_mode": "private"}, "seed": 0,
+            "policy": "scripted", "llm": {}}
+    con.execute("INSERT INTO runs (id, scenario, seed, policy, spec_digest, spec, status, ticks, final_metrics, versions,"
+                " created_at, duration_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (RUN, "commons", 0, "scripted", "big", json.dumps(spec), "finished", ticks,
+                 json.dumps({"survival_time": ticks, "collapsed": 0, "gain": 1.0}), "{}", now, 1.0))
+    opinions = [rng.uniform(-1, 1) for _ in range(agents)]
+    n_steps = n_events = 0
+    for t in range(1, ticks + 1):
+        con.execute("INSERT INTO ticks (run_id, tick, metrics, state, duration_s) VALUES (?,?,?,?,?)",
+                    (RUN, t, json.dumps({"stock": 100 - t * 0.5, "perolat_efficiency": t / 10, "norm_statements": 0}),
+                     json.dumps({"stock": 100 - t * 0.5, "mean_opinion": sum(opinions) / agents}), 0.1))
+        rows = []
+        for a in range(agents):
+            opinions[a] = max(-1.0, min(1.0, opinions[a] + rng.gauss(0, 0.02)))
+            rows.append((RUN, t, a, "scripted", json.dumps({"post": {"opinion": round(opinions[a], 3)}}), rng.random(),
+                         rng.random(), 0, None, "{}"))
+        con.executemany("INSERT INTO agent_steps (run_id, tick, agent_id, backend, action, payoff, reward, fallback, reason,"
+                        " memory) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        n_steps += len(rows)
+        ev = []
+        for _ in range(agents // 5):  # follows skewed to low ids (hubs)
+            ev.append((RUN, t, "follow", rng.randrange(agents), int(rng.paretovariate(1.2)) % agents, "{}"))
+        for _ in range(agents // 20):
+            ev.append((RUN, t, "unfollow", rng.randrange(agents), rng.randrange(agents), "{}"))
+        for _ in range(agents // 10):
+            ev.append((RUN, t, "comment", rng.randrange(agents), rng.randrange(agents),
+                       json.dumps({"text": "I agree with you about the lake."})))
+        con.executemany("INSERT INTO events (run_id, tick, kind, actor, target, data) VALUES (?,?,?,?,?,?)", ev)
+        n_events += len(ev)
+    con.commit()
+    con.close()
+    return {"agent_steps": n_steps, "events": n_events}
+
+
+def timed(fn, *args, **kwargs) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return time.perf_counter() - start, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agents", type=int, default=10_000)
+    ap.add_argument("--ticks", type=int, default=100)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "app_queries-cpu.json"))
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="societas-bench-"))
+    path = tmp / "big.db"
+    build_s, sizes = timed(build, path, args.agents, args.ticks)
+    url = f"sqlite:///{path}"
+    eng = queries.open_reader(url)
+    last = args.ticks
+    t: dict[str, float] = {}
+    t["list_runs"], _ = timed(queries.list_runs, eng)
+    t["tick_frame"], _ = timed(queries.tick_frame, eng, RUN)
+    t["agent_tick_stats"], _ = timed(queries.agent_tick_stats, eng, RUN)
+    t["payoffs_at"], _ = timed(queries.payoffs_at, eng, RUN, last)
+    t["agent_index"], _ = timed(queries.agent_index, eng, RUN)
+    t["agent_trajectory"], traj = timed(queries.agent_trajectory, eng, RUN, 42)
+    t["agent_llm_calls"], _ = timed(queries.agent_llm_calls, eng, RUN, 42)
+    t["event_kinds"], _ = timed(queries.event_kinds, eng, RUN)
+    t["norm_timeline"], _ = timed(queries.norm_timeline, eng, RUN)
+    t["follow_edges"], follows = timed(queries.follow_edges, eng, RUN, last)
+    t["interaction_edges"], inter = timed(queries.interaction_edges, eng, RUN, last)
+    t["graph_build_and_metrics"], (g, metrics) = timed(lambda e: (lambda g: (g, net.network_metrics(g)))(net.build_graph(e)), follows)
+    t["graph_sample_and_layout"], (nodes, _) = timed(lambda: net.layout(net.sample(g, 300)))
+    t["node_values_300"], _ = timed(queries.node_values, eng, RUN, last, tuple(nodes["agent_id"]))
+    t["conversation_ticks"], _ = timed(queries.conversation_ticks, eng, RUN)
+    t["conversation_3_ticks"], said = timed(queries.conversation, eng, RUN, (1, 3))
+
+    pages: dict[str, float] = {}
+    os.environ["SOCIETAS_DB"] = url
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
+    for page in ("runs", "run", "agents", "network", "norms", "conversations", "compare"):
+        at.query_params["run"] = RUN
+        start = time.perf_counter()
+        at.switch_page(f"app_pages/{page}.py").run()
+        pages[page] = time.perf_counter() - start
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert not at.error, (page, [e.value for e in at.error])
+    result = {
+        "benchmark": "app_queries", "date": datetime.now(timezone.utc).date().isoformat(),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "processor": platform.processor()},
+        "agents": args.agents, "ticks": args.ticks, **sizes, "db_mb": round(path.stat().st_size / 2**20, 1),
+        "build_s": round(build_s, 1),
+        "query_s": {k: round(v, 3) for k, v in t.items()},
+        "page_first_render_s": {k: round(v, 3) for k, v in pages.items()},
+        "follow_graph": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in metrics.items()},
+        "interaction_pairs": len(inter), "agent_ticks": len(traj), "messages_in_3_ticks": len(said),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+    path.unlink()
+
+
+if __name__ == "__main__":
+    main()
