@@ -325,13 +325,14 @@ def follow_edges(engine: Engine, run_id: str, tick: int) -> Optional[pd.DataFram
     with engine.connect() as conn:
         any_follow = conn.execute(select(e.id).where(e.run_id == run_id, e.kind.in_(["follow", "unfollow"])).limit(1)).first()
         if any_follow is not None:
-            rows = conn.execute(select(e.actor, e.target, e.kind).where(
+            # the last follow/unfollow of each pair up to `tick` decides; ids grow with ticks, so max(id) is the last
+            last = (select(func.max(e.id).label("id")).where(
                 e.run_id == run_id, e.kind.in_(["follow", "unfollow"]), e.tick <= tick,
-                e.actor.is_not(None), e.target.is_not(None)).order_by(e.tick, e.id)).all()
-            df = pd.DataFrame(rows, columns=["source", "target", "kind"]).drop_duplicates(["source", "target"], keep="last")
-            df = df[df["kind"] == "follow"].drop(columns="kind")
+                e.actor.is_not(None), e.target.is_not(None)).group_by(e.actor, e.target).subquery())
+            rows = conn.execute(select(e.actor, e.target).join(last, e.id == last.c.id).where(e.kind == "follow")).all()
+            df = pd.DataFrame(rows, columns=["source", "target"])
             df["weight"] = 1
-            return df.reset_index(drop=True)
+            return df
     state = state_at(engine, run_id, tick)
     for key in ("follows", "follow_edges", "edges"):
         pairs = state.get(key)

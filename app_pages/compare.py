@@ -76,45 +76,59 @@ def render(table: pd.DataFrame) -> None:
     metrics = cmp.metric_columns(chosen)
     groups = cmp.config_labels(chosen)
     st.caption(f"{len(chosen)} runs in {groups.nunique()} group(s) by what differs in their configs (seeds pooled).")
-    tabs = st.tabs(["Across seeds", "Reward modes", "Survival", "Forks"])
-    with tabs[0]:
-        if not metrics:
-            st.info("These runs have no final metrics yet.")
-        else:
-            default = [m for m in ("efficiency", "equality", "gain", "survival_time", "perolat_efficiency") if m in metrics][:3] or metrics[:3]
-            picked = st.multiselect("Final metrics", metrics, default=default)
-            summary = cmp.summarise(chosen, groups, picked)
-            for m in picked:
-                part = summary[summary["metric"] == m]
-                st.altair_chart(charts.ci_points(part, _values(chosen, groups, m), title=f"{m}: runs, mean and 95% CI"),
-                                width="stretch")
-            st.dataframe(summary, hide_index=True, width="stretch")
-    with tabs[1]:
-        modes = chosen["reward_mode"].fillna("?")
-        if modes.nunique() < 2:
-            st.info("All chosen runs share one reward mode; choose runs with private, integrated and cooperative modes "
-                    "(e.g. `--set reward_mode=cooperative`) to see the ablation.")
-        else:
-            others = cmp.config_labels(chosen, ignore=("reward_mode", "lam"))
-            label = modes + np.where(others.nunique() > 1, " · " + others, "")
-            picked = st.multiselect("Metrics", metrics, default=metrics[:3], key="ablation_metrics")
-            summary = cmp.summarise(chosen, pd.Series(label.values, index=chosen.index), picked)
-            cols = st.columns(max(1, min(3, len(picked))))
-            for i, m in enumerate(picked):
-                part = summary[summary["metric"] == m]
-                cols[i % len(cols)].altair_chart(charts.ci_points(part, _values(chosen, pd.Series(label.values), m), title=m),
-                                                 width="stretch")
-            st.dataframe(summary.pivot_table(index="group", columns="metric", values="mean"), width="stretch")
-    with tabs[2]:
-        summary, curves = cmp.survival(chosen, groups)
-        if summary.empty:
-            st.info("These runs have no `survival_time` final metric (only scenarios that can end early report one).")
-        else:
-            st.dataframe(summary, hide_index=True, width="stretch",
-                         column_config={"share_collapsed": st.column_config.ProgressColumn("share collapsed", min_value=0, max_value=1)})
-            st.altair_chart(charts.survival_curves(curves), width="stretch")
-    with tabs[3]:
-        _forks(table)
+    tabs = st.tabs(list(TABS), key="compare_tab", on_change="rerun")
+    for tab, show in zip(tabs, TABS.values()):
+        if tab.open is not False:
+            with tab:
+                show(table, chosen, groups, metrics)
+
+
+def _seeds(table: pd.DataFrame, chosen: pd.DataFrame, groups: pd.Series, metrics: list[str]) -> None:
+    if not metrics:
+        st.info("These runs have no final metrics yet.")
+        return
+    default = [m for m in ("efficiency", "equality", "gain", "survival_time", "perolat_efficiency") if m in metrics][:3] or metrics[:3]
+    picked = st.multiselect("Final metrics", metrics, default=default)
+    summary = cmp.summarise(chosen, groups, picked)
+    for m in picked:
+        part = summary[summary["metric"] == m]
+        st.altair_chart(charts.ci_points(part, _values(chosen, groups, m), title=f"{m}: runs, mean and 95% CI"), width="stretch")
+    st.dataframe(summary, hide_index=True, width="stretch")
+
+
+def _ablation(table: pd.DataFrame, chosen: pd.DataFrame, groups: pd.Series, metrics: list[str]) -> None:
+    modes = chosen["reward_mode"].fillna("?")
+    if modes.nunique() < 2:
+        st.info("All chosen runs share one reward mode; choose runs with private, integrated and cooperative modes "
+                "(e.g. `--set reward_mode=cooperative`) to see the ablation.")
+        return
+    others = cmp.config_labels(chosen, ignore=("reward_mode", "lam"))
+    label = pd.Series((modes + np.where(others.nunique() > 1, " · " + others, "")).values, index=chosen.index)
+    picked = st.multiselect("Metrics", metrics, default=metrics[:3], key="ablation_metrics")
+    summary = cmp.summarise(chosen, label, picked)
+    cols = st.columns(max(1, min(3, len(picked))))
+    for i, m in enumerate(picked):
+        part = summary[summary["metric"] == m]
+        cols[i % len(cols)].altair_chart(charts.ci_points(part, _values(chosen, label, m), title=m), width="stretch")
+    if picked:
+        st.dataframe(summary.pivot_table(index="group", columns="metric", values="mean"), width="stretch")
+
+
+def _survival(table: pd.DataFrame, chosen: pd.DataFrame, groups: pd.Series, metrics: list[str]) -> None:
+    summary, curves = cmp.survival(chosen, groups)
+    if summary.empty:
+        st.info("These runs have no `survival_time` final metric (only scenarios that can end early report one).")
+        return
+    st.dataframe(summary, hide_index=True, width="stretch",
+                 column_config={"share_collapsed": st.column_config.ProgressColumn("share collapsed", min_value=0, max_value=1)})
+    st.altair_chart(charts.survival_curves(curves), width="stretch")
+
+
+def _forks_tab(table: pd.DataFrame, chosen: pd.DataFrame, groups: pd.Series, metrics: list[str]) -> None:
+    _forks(table)
+
+
+TABS = {"Across seeds": _seeds, "Reward modes": _ablation, "Survival": _survival, "Forks": _forks_tab}
 
 
 page(render)

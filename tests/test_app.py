@@ -25,6 +25,8 @@ from sim.store import Store  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 PAGES = ["runs", "run", "agents", "network", "norms", "conversations", "compare", "launch"]
+TABS = {"run": ["Trajectories", "Agents", "Final metrics", "Config", "Download"],
+        "compare": ["Reward modes", "Survival", "Forks"]}
 RICH_COMMONS = ["fishers=6", "talk=true", "sanctions=true", "social_learning=true",
                 "population=[{count: 2, strategy: greedy}, {count: 4, strategy: sustainable}]"]
 
@@ -85,6 +87,10 @@ def test_every_page_renders_a_run_of_every_scenario(scenario, filled, monkeypatc
         if page == "run":
             assert seen.get("vega_lite_chart", 0) >= 2
             assert at.title[0].value == f"Run {run_id}"
+        for name in TABS.get(page, ()):  # tabs run lazily: open each one
+            at.session_state[f"{page}_tab"] = name
+            at.run()
+            assert not at.exception and not at.error, (page, name, [e.value for e in (*at.exception, *at.error)])
         if page == "runs":
             shown = at.dataframe[0].value
             assert run_id in set(shown["run_id"])
@@ -139,6 +145,13 @@ def test_compare_pools_seeds_and_shows_survival(filled, monkeypatch):
     seen = _page(at, "compare")
     assert not at.exception and not at.error
     assert seen.get("vega_lite_chart", 0) >= 3
+    at.session_state["compare_tab"] = "Reward modes"
+    at.run()
+    assert not at.info and _walk(at.main).get("vega_lite_chart", 0) >= 3  # private vs cooperative side by side
+    at.session_state["compare_tab"] = "Survival"
+    at.run()
+    survival = at.dataframe[0].value
+    assert set(survival.columns) >= {"share_collapsed", "mean_survival_time"} and survival["runs"].sum() >= 2
 
 
 @pytest.mark.slow
