@@ -39,11 +39,18 @@ def metric_columns(runs: pd.DataFrame) -> list[str]:
     return [c[2:] for c in cols]
 
 
-def config_labels(runs: pd.DataFrame, ignore: Sequence[str] = ()) -> pd.Series:
-    """A label per run naming what differs between the runs' configs (scenario included), seeds apart."""
+def varying_keys(runs: pd.DataFrame, ignore: Sequence[str] = ()) -> list[str]:
+    """Config keys whose values differ between these runs (seeds are not config)."""
     configs = [dict(c or {}) for c in runs["config"]]
     keys = sorted({k for c in configs for k in c} - set(ignore))
-    varying = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True, default=str) for c in configs}) > 1]
+    return [k for k in keys if len({json.dumps(c.get(k), sort_keys=True, default=str) for c in configs}) > 1]
+
+
+def config_labels(runs: pd.DataFrame, ignore: Sequence[str] = (), keys: Sequence[str] | None = None) -> pd.Series:
+    """A label per run naming its values of `keys` (default: every config key that differs), scenario first
+    when several; runs with equal labels are pooled as seeds of one group."""
+    configs = [dict(c or {}) for c in runs["config"]]
+    varying = list(keys) if keys is not None else varying_keys(runs, ignore)
     scenarios = runs["scenario"].tolist()
     multi = len(set(scenarios)) > 1
     labels = []

@@ -61,16 +61,15 @@ def network(nodes: pd.DataFrame, edges: pd.DataFrame, *, color: str, color_title
 
 
 def ci_points(df: pd.DataFrame, runs_long: pd.DataFrame, *, group: str = "group", title: str = "") -> alt.Chart:
-    """Per-run values as dots, and the group's mean with its 95% CI as an error bar."""
-    dots = alt.Chart(runs_long).mark_circle(opacity=0.45, size=50).encode(
-        x=alt.X(f"{group}:N", title=None, axis=alt.Axis(labelAngle=-20, labelLimit=260)), y=alt.Y("value:Q", title=None),
-        xOffset=alt.XOffset("jitter:Q"), tooltip=["run_id:N", alt.Tooltip("value:Q", format=".4g")])
-    bars = alt.Chart(df).mark_errorbar(ticks=True, thickness=2, color="black").encode(
-        x=f"{group}:N", y=alt.Y("lo:Q", title=None), y2="hi:Q", tooltip=["n:Q", alt.Tooltip("mean:Q", format=".4g"),
-                                                                       alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g")])
-    mean = alt.Chart(df).mark_point(shape="diamond", size=120, filled=True, color="black").encode(
-        x=f"{group}:N", y="mean:Q", tooltip=["n:Q", alt.Tooltip("mean:Q", format=".4g")])
-    return (dots + bars + mean).properties(title=title, height=260)
+    """One row per group: its runs' values as dots, the mean as a diamond, the 95% CI as an error bar."""
+    y = alt.Y(f"{group}:N", title=None, axis=alt.Axis(labelLimit=420))
+    dots = alt.Chart(runs_long).mark_circle(opacity=0.5, size=60).encode(
+        y=y, x=alt.X("value:Q", title=None, scale=alt.Scale(zero=False)), tooltip=["run_id:N", alt.Tooltip("value:Q", format=".4g")])
+    tips = ["n:Q", alt.Tooltip("mean:Q", format=".4g"), alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g")]
+    bars = alt.Chart(df).mark_errorbar(ticks=True, thickness=2, color="black").encode(y=y, x="lo:Q", x2="hi:Q", tooltip=tips)
+    mean = alt.Chart(df).mark_point(shape="diamond", size=120, filled=True, color="black").encode(y=y, x="mean:Q", tooltip=tips)
+    rows = max(1, int(df[group].nunique()))
+    return (dots + bars + mean).properties(title=title, height=min(600, 40 + 32 * rows))
 
 
 def survival_curves(curves: pd.DataFrame) -> alt.Chart:

@@ -32,10 +32,8 @@ def _pick(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _values(chosen: pd.DataFrame, groups: pd.Series, metric: str) -> pd.DataFrame:
-    rng = np.random.default_rng(0)
     return pd.DataFrame({"run_id": chosen["run_id"], "group": groups.values,
-                         "value": pd.to_numeric(chosen[f"m.{metric}"], errors="coerce"),
-                         "jitter": rng.uniform(-0.3, 0.3, len(chosen))}).dropna(subset=["value"])
+                         "value": pd.to_numeric(chosen[f"m.{metric}"], errors="coerce")}).dropna(subset=["value"])
 
 
 def _forks(table: pd.DataFrame) -> None:
@@ -74,7 +72,10 @@ def render(table: pd.DataFrame) -> None:
         st.info("Choose some finished runs to compare.")
         return
     metrics = cmp.metric_columns(chosen)
-    groups = cmp.config_labels(chosen)
+    varying = cmp.varying_keys(chosen)
+    keys = st.multiselect("Group by", varying, default=varying, help="runs equal in these config fields are pooled as seeds "
+                          "of one group; leave out a field to pool over it") if varying else []
+    groups = cmp.config_labels(chosen, keys=keys)
     st.caption(f"{len(chosen)} runs in {groups.nunique()} group(s) by what differs in their configs (seeds pooled).")
     tabs = st.tabs(list(TABS), key="compare_tab", on_change="rerun")
     for tab, show in zip(tabs, TABS.values()):

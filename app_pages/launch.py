@@ -67,7 +67,11 @@ def render(table: pd.DataFrame) -> None:
     names = sorted(REGISTRY)
     scenario = st.selectbox("Scenario", names, format_func=lambda n: f"{n} — {REGISTRY[n].description}")
     cls = REGISTRY[scenario]
+    from sim.model import ScenarioConfig
+
     fields = launcher.form_fields(cls.Config)
+    # the scenario's own fields first, then the reward layer's and memory's (shared by every scenario)
+    fields.sort(key=lambda f: f.name in ScenarioConfig.model_fields)
     st.caption(f"Strategies: {', '.join(sorted(cls.strategies))}. The horizon is `{cls.horizon_field}`.")
     with st.form(f"launch-{scenario}"):
         c1, c2 = st.columns(2)
