@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import charts
-from app_pages.common import choose_run, db_url, metric_docs, page, q
+from app_pages.common import choose_run, clear_caches, db_url, metric_docs, page, q
 
 SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "perolat_peace"]
 
@@ -44,6 +44,12 @@ def render(table: pd.DataFrame) -> None:
     cols[5].metric("seconds", f"{detail.get('duration_s') or 0:.2f}")
     if run.get("reason"):
         st.caption(f"ended: {run['reason']}")
+    if run["status"] == "running":
+        c1, c2 = st.columns([4, 1])
+        c1.info(f"Still running: {run['ticks']} ticks committed so far.")
+        if c2.button("Refresh"):
+            clear_caches()
+            st.rerun()
 
     ticks = q("tick_frame", run, run["run_id"])
     # only the open tab runs: the agents' aggregates scan every agent step of the run

@@ -116,6 +116,28 @@ def test_every_page_is_friendly_without_usable_runs(kind, tmp_path, monkeypatch)
     assert path.exists() == (kind != "missing")
 
 
+def test_an_unknown_run_in_the_url_falls_back_to_the_newest(filled, monkeypatch):
+    """`?run=nope` is a warning and the newest run is shown, not an error."""
+    at = _app(filled["url"], monkeypatch)
+    _page(at, "run", "nope")
+    assert not at.exception and not at.error
+    assert any("No run 'nope'" in w.value for w in at.sidebar.warning)
+    assert at.title[0].value.startswith("Run ")
+
+
+def test_a_run_with_no_tick_yet_renders_everywhere(tmp_path, monkeypatch):
+    """A run that has just started (status running, no tick committed) is a message on each page, not an error."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = Store(url)
+    rid = store.create_run(build_spec("commons"), {})
+    at = _app(url, monkeypatch)
+    for page in PAGES:
+        _page(at, page, rid)
+        assert not at.exception and not at.error, (page, [e.value for e in (*at.exception, *at.error)])
+    _page(at, "run", rid)
+    assert any("Still running" in i.value for i in at.info)
+
+
 def test_network_page_draws_interactions_with_metrics(filled, monkeypatch):
     """Sanctions and imitation between fishers become a drawn graph with its metrics beside it."""
     at = _app(filled["url"], monkeypatch)
