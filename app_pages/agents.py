@@ -67,7 +67,8 @@ def render(table: pd.DataFrame) -> None:
     else:
         only_fallbacks = st.toggle("Only fallbacks", value=False)
         shown = calls[calls["fallback"]] if only_fallbacks else calls
-        st.caption(f"{len(calls)} calls, {int(calls['cache_hit'].sum())} from the cache, {int(calls['fallback'].sum())} fallbacks; "
+        hits, falls = int(calls["cache_hit"].sum()), int(calls["fallback"].sum())
+        st.caption(f"{len(calls)} calls, {hits} from the cache, {falls} fallbacks; "
                    f"tokens in/out {int(calls['tokens_in'].sum())}/{int(calls['tokens_out'].sum())}")
         for _, call in shown.head(200).iterrows():
             flag = " · :red[FALLBACK]" if call["fallback"] else ""
@@ -77,7 +78,8 @@ def render(table: pd.DataFrame) -> None:
                 st.code(call["prompt"], language=None, wrap_lines=True)
                 st.markdown("**Answer**")
                 st.code(call["answer"], language=None, wrap_lines=True)
-                st.caption(f"value {json.dumps(call['value'], default=str)} · tokens {call['tokens_in']}/{call['tokens_out']} · "
+                value = json.dumps(call["value"], default=str)
+                st.caption(f"value {value} · tokens {call['tokens_in']}/{call['tokens_out']} · "
                            f"{call['latency_s']:.3f}s · attempts {call['attempts']}")
         if len(shown) > 200:
             st.caption(f"Showing the first 200 of {len(shown)} calls.")

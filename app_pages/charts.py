@@ -64,7 +64,8 @@ def ci_points(df: pd.DataFrame, runs_long: pd.DataFrame, *, group: str = "group"
     """One row per group: its runs' values as dots, the mean as a diamond, the 95% CI as an error bar."""
     y = alt.Y(f"{group}:N", title=None, axis=alt.Axis(labelLimit=420))
     dots = alt.Chart(runs_long).mark_circle(opacity=0.5, size=60).encode(
-        y=y, x=alt.X("value:Q", title=None, scale=alt.Scale(zero=False)), tooltip=["run_id:N", alt.Tooltip("value:Q", format=".4g")])
+        y=y, x=alt.X("value:Q", title=None, scale=alt.Scale(zero=False)),
+        tooltip=["run_id:N", alt.Tooltip("value:Q", format=".4g")])
     tips = ["n:Q", alt.Tooltip("mean:Q", format=".4g"), alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g")]
     bars = alt.Chart(df).mark_errorbar(ticks=True, thickness=2, color="black").encode(y=y, x="lo:Q", x2="hi:Q", tooltip=tips)
     mean = alt.Chart(df).mark_point(shape="diamond", size=120, filled=True, color="black").encode(y=y, x="mean:Q", tooltip=tips)
@@ -73,7 +74,8 @@ def ci_points(df: pd.DataFrame, runs_long: pd.DataFrame, *, group: str = "group"
 
 
 def survival_curves(curves: pd.DataFrame) -> alt.Chart:
-    return alt.Chart(curves, title="Kaplan-Meier: share of runs not collapsed").mark_line(interpolate="step-after", point=True).encode(
+    chart = alt.Chart(curves, title="Kaplan-Meier: share of runs not collapsed")
+    return chart.mark_line(interpolate="step-after", point=True).encode(
         x=alt.X("time:Q", title="ticks survived"), y=alt.Y("survival:Q", scale=alt.Scale(domain=[0, 1]), title="S(t)"),
         color="group:N", tooltip=["group:N", "time:Q", alt.Tooltip("survival:Q", format=".3f"), "at_risk:Q", "collapsed:Q"],
     ).properties(height=280)

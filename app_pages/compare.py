@@ -57,7 +57,8 @@ def _forks(table: pd.DataFrame) -> None:
         st.info("No ticks stored for these runs.")
         return
     frames = pd.concat(lines, ignore_index=True)
-    metric_cols = [c for c in frames.columns if c not in ("tick", "tick_seconds", "run") and pd.api.types.is_numeric_dtype(frames[c])]
+    metric_cols = [c for c in frames.columns
+                   if c not in ("tick", "tick_seconds", "run") and pd.api.types.is_numeric_dtype(frames[c])]
     metric = st.selectbox("Metric over time", metric_cols)
     has_branch = branch is not None and not pd.isna(branch)
     if has_branch:
@@ -88,7 +89,8 @@ def _seeds(table: pd.DataFrame, chosen: pd.DataFrame, groups: pd.Series, metrics
     if not metrics:
         st.info("These runs have no final metrics yet.")
         return
-    default = [m for m in ("efficiency", "equality", "gain", "survival_time", "perolat_efficiency") if m in metrics][:3] or metrics[:3]
+    preferred = ("efficiency", "equality", "gain", "survival_time", "perolat_efficiency")
+    default = [m for m in preferred if m in metrics][:3] or metrics[:3]
     picked = st.multiselect("Final metrics", metrics, default=default)
     summary = cmp.summarise(chosen, groups, picked)
     for m in picked:

@@ -57,7 +57,9 @@ def render(table: pd.DataFrame) -> None:
 
     left, right = st.columns([3, 1])
     with left:
-        drawn = f"{len(nodes)} of {metrics['nodes']} nodes (highest degree)" if len(nodes) < metrics["nodes"] else f"{len(nodes)} nodes"
+        drawn = f"{len(nodes)} nodes"
+        if len(nodes) < metrics["nodes"]:
+            drawn = f"{len(nodes)} of {metrics['nodes']} nodes (highest degree)"
         st.caption(f"{kind} at tick {tick}: {drawn}, {len(segs)} edges drawn; size = degree, colour = {title}")
         st.altair_chart(charts.network(nodes, segs, color=color, color_title=title, diverging=has_opinion), width="stretch")
     with right:

@@ -55,7 +55,8 @@ def render(table: pd.DataFrame) -> None:
             st.session_state["confirm_delete"] = list(doomed)
         pending = st.session_state.get("confirm_delete")
         if pending:
-            running = [i for i in pending if table.set_index("run_id").at[i, "status"] == "running"] if set(pending) <= set(table["run_id"]) else []
+            status = table.set_index("run_id")["status"]
+            running = [i for i in pending if status.get(i) == "running"]
             st.warning(f"Delete {len(pending)} run(s) and all their ticks, agent steps, events and LLM calls? "
                        f"This cannot be undone: {', '.join(pending)}"
                        + (f" — {', '.join(running)} still running." if running else ""))

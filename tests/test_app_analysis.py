@@ -55,14 +55,16 @@ def test_tick_frame_thins_long_runs_but_keeps_the_last_tick(store, db_url):
 def _events(store: Store, run_id: str, rows: list[tuple[int, str, int, int]]) -> None:
     with Session(store.engine) as s:
         for tick, kind, actor, target in rows:
-            s.add(EventRow(run_id=run_id, tick=tick, kind=kind, actor=actor, target=target, data={"text": f"{kind} {actor}"} if kind == "comment" else {}))
+            data = {"text": f"{kind} {actor}"} if kind == "comment" else {}
+            s.add(EventRow(run_id=run_id, tick=tick, kind=kind, actor=actor, target=target, data=data))
         s.commit()
 
 
 def test_follow_graph_replays_follows_and_unfollows(store, db_url):
     """The follow graph at tick t has the follows not undone by a later unfollow up to t."""
     rid = execute(build_spec("commons", ticks=3), store).run_id
-    _events(store, rid, [(1, "follow", 0, 1), (1, "follow", 2, 1), (2, "unfollow", 0, 1), (3, "follow", 0, 1), (2, "comment", 3, 2)])
+    _events(store, rid, [(1, "follow", 0, 1), (1, "follow", 2, 1), (2, "unfollow", 0, 1), (3, "follow", 0, 1),
+                         (2, "comment", 3, 2)])
     eng = queries.open_reader(db_url)
     edges = lambda t: sorted(map(tuple, queries.follow_edges(eng, rid, t)[["source", "target"]].values.tolist()))  # noqa: E731
     assert edges(1) == [(0, 1), (2, 1)]
