@@ -201,6 +201,19 @@ def test_launch_form_starts_a_run_that_appears_in_the_list(tmp_path, monkeypatch
     assert runs[0].id in set(at.dataframe[0].value["run_id"])
 
 
+def test_launch_form_names_a_bad_field_and_starts_nothing(tmp_path, monkeypatch):
+    """A config the scenario refuses is one error line naming the field; no process, no store file."""
+    path = tmp_path / "runs.db"
+    at = _app(f"sqlite:///{path}", monkeypatch)
+    at.switch_page("app_pages/launch.py").run()
+    at.text_input(key="launch.commons.population").set_value("[{count: 2}]")
+    at.button[0].click().run()
+    assert not at.exception
+    assert any("population" in e.value for e in at.error), [e.value for e in at.error]
+    assert "launches" not in at.session_state or not at.session_state["launches"]
+    assert not path.exists()
+
+
 def test_delete_asks_for_confirmation_then_deletes(tmp_path, monkeypatch):
     """Delete… only asks; Yes removes the run from the store; Cancel would keep it."""
     url = f"sqlite:///{tmp_path / 'runs.db'}"
