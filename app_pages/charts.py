@@ -96,3 +96,10 @@ def forks(frames: pd.DataFrame, metric: str, branch: float | None) -> alt.Chart:
     if branch is not None:
         chart = chart + alt.Chart(pd.DataFrame({"tick": [branch]})).mark_rule(strokeDash=[4, 4]).encode(x="tick:Q")
     return chart.properties(height=300)
+
+
+def degree_distribution(dist: pd.DataFrame) -> alt.Chart:
+    """Agents per degree: one bar per degree when few, else binned."""
+    x = alt.X("degree:O") if len(dist) <= 30 else alt.X("degree:Q", bin=alt.Bin(maxbins=40))
+    return alt.Chart(dist, title="Degree distribution").mark_bar().encode(
+        x=x, y=alt.Y("sum(agents):Q", title="agents"), tooltip=[alt.Tooltip("sum(agents):Q", title="agents")]).properties(height=200)

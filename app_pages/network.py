@@ -4,7 +4,6 @@ opinion when agents' actions carry one, else by payoff; the network metrics besi
 
 from __future__ import annotations
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -68,9 +67,7 @@ def render(table: pd.DataFrame) -> None:
             st.metric(k.replace("_", " "), f"{v:.3g}" if isinstance(v, float) else v)
         st.caption("hub inequality = Gini of in-degrees; clustering of the undirected graph "
                    f"(estimated from samples above {net.EXACT_CLUSTERING_MAX} nodes)")
-    dist = degrees.groupby("degree").size().reset_index(name="agents")
-    st.altair_chart(alt.Chart(dist, title="Degree distribution").mark_bar().encode(
-        x=alt.X("degree:O"), y=alt.Y("agents:Q"), tooltip=["degree", "agents"]).properties(height=200), width="stretch")
+    st.altair_chart(charts.degree_distribution(degrees.groupby("degree").size().reset_index(name="agents")), width="stretch")
 
 
 page(render)
