@@ -3,6 +3,8 @@ background process and a progress bar follows the ticks it commits. The page nev
 
 from __future__ import annotations
 
+import shutil
+
 import pandas as pd
 import streamlit as st
 
@@ -53,6 +55,7 @@ def _progress() -> None:
             st.error(f"{name} stopped (exit {code}): {item.error_tail() or 'no message'}")
         elif code == 0 and not item.seen_done:
             item.seen_done = moved = True
+            shutil.rmtree(item.workdir, ignore_errors=True)  # its config and logs are no longer needed
     if moved:
         clear_caches()
 
