@@ -26,6 +26,8 @@ RUNS, TICKS, STEPS, EVENTS, CALLS = (m.__table__ for m in (Run, Tick, AgentStep,
 OPTIONAL_RUN_COLUMNS = ("sweep_id", "parent_id", "branch_tick")
 #: keys of an event's data that hold what was said
 TEXT_KEYS = ("text", "content", "message", "body", "title", "comment")
+#: keys of an agent's action or event data that hold its opinion (colours the network)
+OPINION_KEYS = ("opinion", "stance")
 
 
 def open_reader(url: str) -> Optional[Engine]:
@@ -248,7 +250,8 @@ def _find_key(data: Any, key: str) -> Any:
 
 
 def node_values(engine: Engine, run_id: str, tick: int, agent_ids: Sequence[int]) -> pd.DataFrame:
-    """For these agents up to `tick`: total payoff, and their latest `opinion` when actions carry one."""
+    """For these agents up to `tick`: total payoff, and their latest opinion: an `opinion` in their actions
+    (last 20 ticks), else an `opinion`/`stance` in events they made."""
     s = STEPS.c
     ids = [int(a) for a in agent_ids]
     frames = []
@@ -263,6 +266,15 @@ def node_values(engine: Engine, run_id: str, tick: int, agent_ids: Sequence[int]
                 value = _find_key(_json(action), "opinion")
                 if value is not None:
                     opinions[aid] = float(value)
+            missing = [a for a in chunk if a not in opinions]
+            if missing:  # else the latest opinion (or stance) an agent's own events carry, e.g. its posts
+                e = EVENTS.c
+                for aid, data in conn.execute(select(e.actor, e.data).where(
+                        e.run_id == run_id, e.tick <= tick, e.actor.in_(missing)).order_by(e.tick, e.id)):
+                    data = _json(data)
+                    value = next((v for v in (_find_key(data, k) for k in OPINION_KEYS) if v is not None), None)
+                    if value is not None:
+                        opinions[aid] = float(value)
             frames.append(pd.DataFrame([{"agent_id": a, "payoff_total": p, "opinion": opinions.get(a)} for a, p in totals]))
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return df if not df.empty else pd.DataFrame(columns=["agent_id", "payoff_total", "opinion"])

@@ -46,18 +46,25 @@ def stacked_counts(df: pd.DataFrame, *, x: str, color: str, y: str = "count", ti
 
 
 def network(nodes: pd.DataFrame, edges: pd.DataFrame, *, color: str, color_title: str, diverging: bool) -> alt.Chart:
-    """Edges as rules, nodes as circles sized by degree and coloured by `color`."""
+    """Edges as rules, nodes as circles sized by degree and coloured by `color` (grey where unknown)."""
     axis = alt.Axis(labels=False, ticks=False, grid=False, title=None, domain=False)
     e = alt.Chart(edges).mark_rule(opacity=0.25, color="#888").encode(
         x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis), x2="x2:Q", y2="y2:Q",
         tooltip=["source:Q", "target:Q", "weight:Q"])
-    scale = alt.Scale(scheme="redblue", domainMid=0) if diverging else alt.Scale(scheme="viridis")
-    n = alt.Chart(nodes).mark_circle(opacity=0.9, stroke="white", strokeWidth=0.5).encode(
-        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis),
-        size=alt.Size("degree:Q", scale=alt.Scale(range=[30, 600]), legend=None),
-        color=alt.Color(f"{color}:Q", title=color_title, scale=scale),
-        tooltip=[alt.Tooltip("agent_id:Q", title="agent"), "degree:Q", alt.Tooltip(f"{color}:Q", format=".3g")])
-    return (e + n).properties(height=520).configure_view(strokeWidth=0)
+    values = pd.to_numeric(nodes[color], errors="coerce")
+    if diverging:  # opinions: centred on 0 for [-1, 1], on 0.5 for [0, 1]
+        mid = 0.0 if values.min() < 0 else (0.5 if values.max() <= 1 else float(values.median()))
+        scale = alt.Scale(scheme="redblue", domainMid=mid)
+    else:
+        scale = alt.Scale(scheme="viridis")
+    size = alt.Size("degree:Q", scale=alt.Scale(range=[30, 600]), legend=None)
+    tips = [alt.Tooltip("agent_id:Q", title="agent"), "degree:Q"]
+    known = alt.Chart(nodes[values.notna()]).mark_circle(opacity=0.9, stroke="white", strokeWidth=0.5).encode(
+        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis), size=size,
+        color=alt.Color(f"{color}:Q", title=color_title, scale=scale), tooltip=[*tips, alt.Tooltip(f"{color}:Q", format=".3g")])
+    unknown = alt.Chart(nodes[values.isna()]).mark_circle(opacity=0.6, color="#bbb").encode(
+        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis), size=size, tooltip=tips)
+    return (e + unknown + known).properties(height=520).configure_view(strokeWidth=0)
 
 
 def ci_points(df: pd.DataFrame, runs_long: pd.DataFrame, *, group: str = "group", title: str = "") -> alt.Chart:

@@ -52,14 +52,15 @@ def render(table: pd.DataFrame) -> None:
     nodes = nodes.merge(values, on="agent_id", how="left")
     has_opinion = "opinion" in nodes and nodes["opinion"].notna().any()
     color, title = ("opinion", "opinion") if has_opinion else ("payoff_total", f"payoff to tick {tick}")
-    nodes[color] = pd.to_numeric(nodes[color], errors="coerce").fillna(0.0)
+    nodes[color] = pd.to_numeric(nodes[color], errors="coerce")
 
     left, right = st.columns([3, 1])
     with left:
         drawn = f"{len(nodes)} nodes"
         if len(nodes) < metrics["nodes"]:
             drawn = f"{len(nodes)} of {metrics['nodes']} nodes (highest degree)"
-        st.caption(f"{kind} at tick {tick}: {drawn}, {len(segs)} edges drawn; size = degree, colour = {title}")
+        st.caption(f"{kind} at tick {tick}: {drawn}, {len(segs)} edges drawn; size = degree, colour = {title}"
+                   + (" (grey: none known yet)" if nodes[color].isna().any() else ""))
         st.altair_chart(charts.network(nodes, segs, color=color, color_title=title, diverging=has_opinion), width="stretch")
     with right:
         st.subheader("Network metrics")

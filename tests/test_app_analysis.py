@@ -128,3 +128,16 @@ def test_launch_refuses_bad_input_before_starting(tmp_path):
     with pytest.raises(UsageError, match="months"):
         launcher.launch("commons", {"months": 0}, seed=0, policy="scripted", db_url=f"sqlite:///{tmp_path / 'x.db'}")
     assert not (tmp_path / "x.db").exists()
+
+
+def test_node_opinions_come_from_actions_else_from_own_events(store, db_url):
+    """An `opinion` in an agent's actions wins; else the latest `stance` of the events it made; else none."""
+    rid = execute(build_spec("commons", ticks=2, sets=["fishers=3"]), store).run_id
+    with Session(store.engine) as s:
+        s.add(EventRow(run_id=rid, tick=1, kind="post", actor=1, target=None, data={"text": "a", "stance": 0.2}))
+        s.add(EventRow(run_id=rid, tick=2, kind="post", actor=1, target=None, data={"text": "b", "stance": 0.7}))
+        s.commit()
+    values = queries.node_values(queries.open_reader(db_url), rid, 2, (1, 2, 3)).set_index("agent_id")
+    assert values.loc[1, "opinion"] == 0.7
+    assert pd.isna(values.loc[2, "opinion"])
+    assert values.loc[3, "payoff_total"] == sum(st.payoff for st in store.steps(rid) if st.agent_id == 3) > 0
