@@ -64,7 +64,8 @@ def network(nodes: pd.DataFrame, edges: pd.DataFrame, *, color: str, color_title
         color=alt.Color(f"{color}:Q", title=color_title, scale=scale), tooltip=[*tips, alt.Tooltip(f"{color}:Q", format=".3g")])
     unknown = alt.Chart(nodes[values.isna()]).mark_circle(opacity=0.6, color="#bbb").encode(
         x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis), size=size, tooltip=tips)
-    return (e + unknown + known).properties(height=520).configure_view(strokeWidth=0)
+    layers = [e, unknown, known] if values.isna().any() else [e, known]
+    return alt.layer(*layers).properties(height=520).configure_view(strokeWidth=0)
 
 
 def ci_points(df: pd.DataFrame, runs_long: pd.DataFrame, *, group: str = "group", title: str = "") -> alt.Chart:

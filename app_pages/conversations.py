@@ -17,6 +17,15 @@ def _who(agent: object) -> str:
     return "everyone" if agent is None or pd.isna(agent) else f"agent {int(agent)}"
 
 
+def _to(target: object, data: dict) -> str:
+    """The addressee: the event's target, else a `to` list in its data (first three named), else everyone."""
+    to = data.get("to") if isinstance(data, dict) else None
+    if (target is None or pd.isna(target)) and to:
+        names = [str(t) for t in (to if isinstance(to, list) else [to])]
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return _who(target)
+
+
 def render(table: pd.DataFrame) -> None:
     run = choose_run(table)
     st.title(f"Conversations in run {run['run_id']}")
@@ -43,9 +52,9 @@ def render(table: pd.DataFrame) -> None:
         st.subheader(f"Tick {tick}")
         for _, m in part.iterrows():
             with st.chat_message("user", avatar=":material/person:"):
-                st.markdown(f"**{_who(m['actor'])} → {_who(m['target'])}** · `{m['kind']}`")
+                st.markdown(f"**{_who(m['actor'])} → {_to(m['target'], m['data'])}** · `{m['kind']}`")
                 st.write(m["text"])
-                extra = {k: v for k, v in m["data"].items() if k not in ("text", "content", "message", "body")}
+                extra = {k: v for k, v in m["data"].items() if k not in ("text", "content", "message", "body", "to")}
                 if extra:
                     st.caption(json.dumps(extra, default=str)[:300])
 
