@@ -18,7 +18,7 @@ def render(table: pd.DataFrame) -> None:
         return
     totals = timeline.groupby("kind")["count"].sum()
     c = st.columns(5)
-    for col, kind in zip(c, ("statement", "compliance", "violation", "sanction")):
+    for col, kind in zip(c, ("statement", "compliance", "violation", "sanction")):  # (and any other norm.* kind in the chart)
         col.metric(f"{kind}s", int(totals.get(kind, 0)))
     judged = totals.get("compliance", 0) + totals.get("violation", 0)
     c[4].metric("compliance rate", f"{totals.get('compliance', 0) / judged:.0%}" if judged else "—")
@@ -30,13 +30,14 @@ def render(table: pd.DataFrame) -> None:
         wide["compliance_rate"] = comp / (comp + viol).replace(0, pd.NA)
         st.altair_chart(charts.lines(wide, ["compliance_rate"], title="Compliance rate per tick"), width="stretch")
 
-    st.subheader("Stated norms")
-    stated = q("events", run, run["run_id"], kinds=("norm.statement",), limit=2000)
+    st.subheader("Stated and adopted norms")
+    stated = q("events", run, run["run_id"], kinds=("norm.statement", "norm.adoption"), limit=2000)
     if stated.empty:
         st.caption("None stated.")
     else:
         st.dataframe(pd.DataFrame({
-            "tick": stated["tick"], "by": stated["actor"].map(lambda a: "institution" if pd.isna(a) else f"agent {int(a)}"),
+            "tick": stated["tick"], "event": stated["kind"].str.removeprefix("norm."),
+            "by": stated["actor"].map(lambda a: "institution" if pd.isna(a) else f"agent {int(a)}"),
             "norm": stated["data"].map(lambda d: d.get("norm")), "rule": stated["data"].map(lambda d: str(d.get("rule", ""))),
             "text": stated["data"].map(lambda d: d.get("text", ""))}), hide_index=True, width="stretch")
     st.subheader("Sanctions")
