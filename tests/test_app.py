@@ -186,19 +186,22 @@ def test_launch_form_starts_a_run_that_appears_in_the_list(tmp_path, monkeypatch
     at.number_input(key="launch.commons.__seed").set_value(7)
     at.button[0].click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
+    from analysis import queries
+
     deadline = time.time() + 60
-    runs = []
-    while time.time() < deadline:
-        if (tmp_path / "runs.db").exists():
-            runs = [r for r in Store(url).list_runs() if r.status != "running"]
-            if runs:
-                break
+    done = None
+    while time.time() < deadline and done is None:  # read-only polling: the run's process creates the store
+        eng = queries.open_reader(url)
+        if eng is not None and queries.has_schema(eng):
+            table = queries.list_runs(eng)
+            finished = table[table["status"] != "running"]
+            done = finished.iloc[0] if len(finished) else None
         time.sleep(0.3)
-    assert runs and runs[0].seed == 7 and runs[0].ticks == 2 and runs[0].status == "finished"
+    assert done is not None and done["seed"] == 7 and done["ticks"] == 2 and done["status"] == "finished"
     at.run()
     assert any("2/2 ticks" in p.proto.text for p in at.get("progress"))
     at.switch_page("app_pages/runs.py").run()
-    assert runs[0].id in set(at.dataframe[0].value["run_id"])
+    assert done["run_id"] in set(at.dataframe[0].value["run_id"])
 
 
 def test_launch_form_names_a_bad_field_and_starts_nothing(tmp_path, monkeypatch):
