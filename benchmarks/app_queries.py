@@ -93,7 +93,9 @@ def main() -> None:
     args = ap.parse_args()
     path = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="societas-bench-")) / "big.db"
     if path.exists():
-        sizes = {}
+        con = sqlite3.connect(path)
+        sizes = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("agent_steps", "events")}
+        con.close()
     else:
         sizes = timed("build", build, path, args.agents, args.ticks)
     url = f"sqlite:///{path}"
