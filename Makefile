@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bootstrapped
 
-.PHONY: bootstrap run test test-fast bench clean
+.PHONY: bootstrap run test test-fast bench app clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: bootstrap
 
 test-fast: bootstrap
 	$(PY) -m pytest -m "not slow"
+
+# the Streamlit app on $$SOCIETAS_DB or runs.db; `make app DB=URL` opens another store
+app: bootstrap
+	$(VENV)/bin/streamlit run app.py $(if $(DB),-- --db $(DB),)
 
 bench: bootstrap
 	$(PY) benchmarks/llm_throughput.py

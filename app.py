@@ -1,26 +1,18 @@
-"""Streamlit entry point: `streamlit run app.py`.
+"""The societas app: `streamlit run app.py [-- --db URL]` (or `make app`).
 
-A placeholder until the app issue lands: it lists the stored runs read-only. Streamlit is
-imported only here (and, later, in the app's pages).
+A router over the pages in app_pages/; each page only reads, through analysis/ functions
+cached in app_pages/common.py. The store is `--db URL`, else $SOCIETAS_DB, else
+sqlite:///runs.db. Streamlit is imported only here and in app_pages/.
 """
 
 from __future__ import annotations
 
-import os
+import streamlit as st
 
+from app_pages.common import PAGES, sidebar_store
 
-def main() -> None:
-    import streamlit as st
-
-    from sim.store import Store
-
-    st.set_page_config(page_title="societas", layout="wide")
-    st.title("societas runs")
-    url = st.sidebar.text_input("database", os.environ.get("SOCIETAS_DB", "sqlite:///runs.db"))
-    runs = Store(url).list_runs()
-    st.dataframe([{"run_id": r.id, "scenario": r.scenario, "status": r.status, "seed": r.seed, "ticks": r.ticks,
-                   "policy": r.policy} for r in runs])
-
-
-if __name__ == "__main__":
-    main()
+st.set_page_config(page_title="societas", page_icon=":material/hub:", layout="wide")
+nav = st.navigation([st.Page(path, title=title, icon=icon, url_path=slug, default=(slug == "runs"))
+                     for slug, path, title, icon in PAGES])
+sidebar_store()
+nav.run()

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from sqlalchemy import JSON, Column, Index, Integer, Text, cast, delete, event, func, insert, inspect, make_url, text, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
@@ -322,12 +323,19 @@ class Store:
             s.add(run)
             s.commit()
 
-    def delete_run(self, run_id: str) -> None:
-        """Remove a run and every row that belongs to it, in one transaction."""
+    def delete_run(self, run_id: str) -> bool:
+        """Delete a run and every row that belongs to it (ticks, steps, events, LLM calls) in one transaction.
+
+        Returns False when no run has this exact id (nothing is deleted).
+        """
+        runs = Run.__table__
         with self.engine.begin() as conn:
+            if conn.execute(sa_select(runs.c.id).where(runs.c.id == run_id)).first() is None:
+                return False
             for table in (LLMCall, EventRow, AgentStep, Tick):
                 conn.execute(delete(table.__table__).where(table.__table__.c.run_id == run_id))
-            conn.execute(delete(Run.__table__).where(Run.__table__.c.id == run_id))
+            conn.execute(delete(runs).where(runs.c.id == run_id))
+        return True
 
     # ----- reading ---------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run:

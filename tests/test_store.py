@@ -51,3 +51,14 @@ def test_a_tick_is_all_or_nothing(store, monkeypatch):
     assert [t.tick for t in store.ticks(run.id)] == [1] and run.ticks == 1
     assert {s.tick for s in store.steps(run.id)} == {1}
     assert {e.tick for e in store.events(run.id)} == {1} and len(store.events(run.id)) == 7
+
+
+def test_delete_run_removes_every_row_of_that_run_only(store):
+    """delete_run drops the run's ticks, steps, events and the run row; another run is untouched."""
+    gone = execute(build_spec("commons", ticks=3, sets=["sanctions=true"]), store).run_id
+    kept = execute(build_spec("commons", ticks=2, seed=1), store).run_id
+    assert store.delete_run(gone) is True
+    assert [r.id for r in store.list_runs()] == [kept]
+    assert store.ticks(gone) == [] and store.steps(gone) == [] and store.events(gone) == [] and store.llm_calls(gone) == []
+    assert len(store.ticks(kept)) == 2 and store.steps(kept)
+    assert store.delete_run(gone) is False

@@ -1,0 +1,81 @@
+"""Interaction and follow graphs of a run: networkx graphs, their metrics, a sample to draw.
+
+Pure functions of edge lists (source, target, weight): no database, no Streamlit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+import pandas as pd
+
+from sim.metrics import gini
+
+#: above this many nodes, clustering is estimated from random node samples
+EXACT_CLUSTERING_MAX = 2000
+
+
+def build_graph(edges: pd.DataFrame) -> nx.DiGraph:
+    """A directed graph with a `weight` per edge from a (source, target, weight) frame."""
+    g = nx.DiGraph()
+    for s, t, w in edges[["source", "target", "weight"]].itertuples(index=False):
+        g.add_edge(int(s), int(t), weight=float(w))
+    return g
+
+
+def network_metrics(g: nx.DiGraph, seed: int = 0) -> dict[str, Any]:
+    """Nodes, edges, density, reciprocity, mean degree, hub inequality, clustering, largest component share."""
+    n, m = g.number_of_nodes(), g.number_of_edges()
+    if n == 0:
+        return {"nodes": 0, "edges": 0}
+    undirected = g.to_undirected()
+    if n <= EXACT_CLUSTERING_MAX:
+        clustering = nx.average_clustering(undirected)
+    else:
+        from networkx.algorithms import approximation
+
+        clustering = approximation.average_clustering(undirected, trials=2000, seed=seed)
+    largest = max((len(c) for c in nx.weakly_connected_components(g)), default=0)
+    in_degrees = [d for _, d in g.in_degree()]
+    return {
+        "nodes": n,
+        "edges": m,
+        "density": nx.density(g),
+        "reciprocity": nx.reciprocity(g) if m else 0.0,
+        "mean_degree": 2 * m / n,
+        "hub_inequality": gini(in_degrees),
+        "max_in_degree": max(in_degrees),
+        "clustering": clustering,
+        "largest_component_share": largest / n,
+    }
+
+
+def degree_frame(g: nx.DiGraph) -> pd.DataFrame:
+    """agent_id, in-degree, out-degree and total degree of every node."""
+    rows = [{"agent_id": v, "in_degree": g.in_degree(v), "out_degree": g.out_degree(v)} for v in g.nodes]
+    df = pd.DataFrame(rows, columns=["agent_id", "in_degree", "out_degree"])
+    df["degree"] = df["in_degree"] + df["out_degree"]
+    return df
+
+
+def sample(g: nx.DiGraph, max_nodes: int) -> nx.DiGraph:
+    """The subgraph induced by the `max_nodes` nodes of highest degree (ties by id): what gets drawn."""
+    if g.number_of_nodes() <= max_nodes:
+        return g
+    ranked = sorted(g.degree(), key=lambda t: (-t[1], t[0]))[:max_nodes]
+    return g.subgraph(v for v, _ in ranked).copy()
+
+
+def layout(g: nx.DiGraph, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Node positions (agent_id, x, y, degree) and edge segments (x, y, x2, y2, weight) for drawing."""
+    if g.number_of_nodes() == 0:
+        return (pd.DataFrame(columns=["agent_id", "x", "y", "degree"]),
+                pd.DataFrame(columns=["source", "target", "x", "y", "x2", "y2", "weight"]))
+    pos = nx.spring_layout(g.to_undirected(), seed=seed, iterations=50)
+    nodes = pd.DataFrame([{"agent_id": v, "x": float(p[0]), "y": float(p[1]), "degree": g.degree(v)} for v, p in pos.items()])
+    edges = pd.DataFrame([{"source": s, "target": t, "x": float(pos[s][0]), "y": float(pos[s][1]),
+                           "x2": float(pos[t][0]), "y2": float(pos[t][1]), "weight": d.get("weight", 1.0)}
+                          for s, t, d in g.edges(data=True)],
+                         columns=["source", "target", "x", "y", "x2", "y2", "weight"])
+    return nodes, edges

@@ -1,0 +1,373 @@
+"""Read-only queries of the run store for the app: small DataFrames, aggregated in SQL.
+
+Every function takes an engine from `open_reader` (which never creates a database file)
+and returns plain data or a pandas DataFrame. Queries over `agent_steps` and `events`
+aggregate or filter in the database, so a run of 10,000 agents x 100 ticks never loads
+whole tables into memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+from sqlalchemy import Integer, MetaData, Table, and_, cast, create_engine, func, inspect, select
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+from sim.errors import UsageError
+from sim.store import AgentStep, EventRow, LLMCall, Run, Tick
+
+RUNS, TICKS, STEPS, EVENTS, CALLS = (m.__table__ for m in (Run, Tick, AgentStep, EventRow, LLMCall))
+#: optional columns of `runs` that later versions of the store add (sweeps, forks)
+OPTIONAL_RUN_COLUMNS = ("sweep_id", "parent_id", "branch_tick")
+#: keys of an event's data that hold what was said
+TEXT_KEYS = ("text", "content", "message", "body", "title", "comment")
+#: keys of an agent's action or event data that hold its opinion (colours the network)
+OPINION_KEYS = ("opinion", "stance")
+
+
+def open_reader(url: str) -> Optional[Engine]:
+    """An engine for reading `url`, or None when it names a SQLite file that does not exist.
+
+    Nothing is created or migrated: opening a store to look at it must not write one.
+    A URL that cannot be parsed or whose driver is missing raises a UsageError.
+    """
+    try:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite":
+            db = parsed.database or ""
+            if db in ("", ":memory:") or not Path(db).is_file():
+                return None
+            return create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        return create_engine(url)
+    except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as exc:
+        raise UsageError(f"cannot open database {url!r}: {str(exc).splitlines()[0]}") from None
+
+
+def has_schema(engine: Engine) -> bool:
+    """Whether the store's tables exist (an empty or foreign database has none)."""
+    return inspect(engine).has_table("runs")
+
+
+def _runs_table(engine: Engine) -> Table:
+    """`runs` as it is in the database, so optional columns (sweep_id, parent_id) are seen when present."""
+    return Table("runs", MetaData(), autoload_with=engine)
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value if value is not None else {}
+
+
+def _to_dt(value: Any) -> Any:
+    return pd.to_datetime(value, utc=True, errors="coerce") if value is not None else None
+
+
+# ----- runs ------------------------------------------------------------------------------------
+def list_runs(engine: Engine) -> pd.DataFrame:
+    """One row per run: id, scenario, status, seed, policy, backend, ticks, horizon, times,
+    the config, final metrics (dict and one `m.NAME` column each), and sweep/fork columns when stored."""
+    table = _runs_table(engine)
+    with engine.connect() as conn:
+        rows = conn.execute(select(table).order_by(table.c.created_at.desc())).mappings().all()
+    out = []
+    for r in rows:
+        spec = _json(r["spec"]) or {}
+        config = spec.get("config", {}) if isinstance(spec, dict) else {}
+        final = _json(r["final_metrics"]) or {}
+        llm = spec.get("llm", {}) if isinstance(spec, dict) else {}
+        backend = r["policy"] if r["policy"] != "llm" else f"llm:{llm.get('provider', 'local')}"
+        if r["policy"] == "llm" and (llm.get("model") or llm.get("cls")):
+            backend += f" {llm.get('model') or llm.get('cls')}"
+        row = {
+            "run_id": r["id"], "scenario": r["scenario"], "status": r["status"], "seed": r["seed"],
+            "policy": r["policy"], "backend": backend, "ticks": r["ticks"], "reason": r["reason"],
+            "created_at": _to_dt(r["created_at"]), "duration_s": r["duration_s"],
+            "reward_mode": config.get("reward_mode"), "config": config, "final_metrics": final,
+        }
+        for col in OPTIONAL_RUN_COLUMNS:
+            row[col] = r.get(col) if col in r else None
+        row.update({f"m.{k}": v for k, v in final.items() if isinstance(v, (int, float)) or v is None})
+        out.append(row)
+    columns = ["run_id", "scenario", "status", "seed", "policy", "backend", "ticks", "reason", "created_at",
+               "duration_s", "reward_mode", "config", "final_metrics", *OPTIONAL_RUN_COLUMNS]
+    return pd.DataFrame(out, columns=columns if not out else None)
+
+
+def get_run(engine: Engine, run_id: str) -> Optional[dict[str, Any]]:
+    """A run as a dict (spec, config, final metrics, versions...), or None if there is none with this id."""
+    table = _runs_table(engine)
+    with engine.connect() as conn:
+        r = conn.execute(select(table).where(table.c.id == run_id)).mappings().first()
+    if r is None:
+        return None
+    run = dict(r)
+    for key in ("spec", "final_metrics", "versions"):
+        run[key] = _json(run.get(key)) or {}
+    run["config"] = run["spec"].get("config", {}) if isinstance(run["spec"], dict) else {}
+    return run
+
+
+def progress(engine: Engine, run_id: str) -> Optional[dict[str, Any]]:
+    """(status, ticks committed, reason) of a run: what a progress bar polls."""
+    with engine.connect() as conn:
+        r = conn.execute(select(RUNS.c.status, RUNS.c.ticks, RUNS.c.reason).where(RUNS.c.id == run_id)).first()
+    return None if r is None else {"status": r[0], "ticks": r[1], "reason": r[2]}
+
+
+def find_run_by_digest(engine: Engine, digest: str, since: Any) -> Optional[str]:
+    """The newest run with this spec digest created at or after `since` (a launched run)."""
+    with engine.connect() as conn:
+        r = conn.execute(select(RUNS.c.id).where(RUNS.c.spec_digest == digest, RUNS.c.created_at >= since)
+                         .order_by(RUNS.c.created_at.desc())).first()
+    return None if r is None else r[0]
+
+
+# ----- ticks -----------------------------------------------------------------------------------
+def _flat_numbers(prefix: str, data: Any, out: dict[str, Any]) -> None:
+    """Numeric leaves of a small dict as `prefix.key.sub` columns (bools and lists skipped)."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            _flat_numbers(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(data, (int, float)) and not isinstance(data, bool):
+        out[prefix] = data
+
+
+def tick_frame(engine: Engine, run_id: str, max_points: int = 2000) -> pd.DataFrame:
+    """Per-tick metrics (their own names) and numeric state fields (`state.NAME`), one row per tick.
+
+    Long runs are thinned in SQL to about `max_points` evenly spaced ticks (the last one kept).
+    """
+    with engine.connect() as conn:
+        n, last = conn.execute(select(func.count(), func.max(TICKS.c.tick)).where(TICKS.c.run_id == run_id)).one()
+        q = select(TICKS.c.tick, TICKS.c.metrics, TICKS.c.state, TICKS.c.duration_s).where(TICKS.c.run_id == run_id)
+        if n and n > max_points:
+            every = -(-n // max_points)
+            q = q.where((TICKS.c.tick % every == 0) | (TICKS.c.tick == last))
+        rows = conn.execute(q.order_by(TICKS.c.tick)).all()
+    out = []
+    for tick, metrics, state, duration in rows:
+        row: dict[str, Any] = {"tick": tick, "tick_seconds": duration}
+        for k, v in (_json(metrics) or {}).items():
+            row[k] = v if not isinstance(v, bool) else float(v)
+        _flat_numbers("state", _json(state) or {}, row)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def state_at(engine: Engine, run_id: str, tick: int) -> dict[str, Any]:
+    """The stored world snapshot of one tick ({} if none)."""
+    with engine.connect() as conn:
+        r = conn.execute(select(TICKS.c.state).where(TICKS.c.run_id == run_id, TICKS.c.tick == tick)).first()
+    return (_json(r[0]) or {}) if r else {}
+
+
+# ----- agents ----------------------------------------------------------------------------------
+def agent_tick_stats(engine: Engine, run_id: str) -> pd.DataFrame:
+    """Per tick, over agents, computed in SQL: agents, mean/min/max payoff, mean reward, fallbacks."""
+    s = STEPS.c
+    q = (select(s.tick, func.count().label("agents"), func.avg(s.payoff).label("payoff_mean"),
+                func.min(s.payoff).label("payoff_min"), func.max(s.payoff).label("payoff_max"),
+                func.avg(s.reward).label("reward_mean"),
+                func.sum(cast(s.fallback, Integer)).label("fallbacks"))
+         .where(s.run_id == run_id).group_by(s.tick).order_by(s.tick))
+    with engine.connect() as conn:
+        return pd.DataFrame(conn.execute(q).mappings().all(),
+                            columns=["tick", "agents", "payoff_mean", "payoff_min", "payoff_max", "reward_mean", "fallbacks"])
+
+
+def payoffs_at(engine: Engine, run_id: str, tick: int) -> pd.DataFrame:
+    """agent_id, payoff, reward, fallback of every agent at one tick."""
+    s = STEPS.c
+    q = select(s.agent_id, s.payoff, s.reward, s.fallback).where(s.run_id == run_id, s.tick == tick)
+    with engine.connect() as conn:
+        return pd.DataFrame(conn.execute(q).mappings().all(), columns=["agent_id", "payoff", "reward", "fallback"])
+
+
+def agent_index(engine: Engine, run_id: str) -> dict[str, Any]:
+    """How many agents a run has and their id range, from its first tick (one indexed scan)."""
+    s = STEPS.c
+    with engine.connect() as conn:
+        first = conn.execute(select(func.min(s.tick)).where(s.run_id == run_id)).scalar()
+        if first is None:
+            return {"count": 0, "min": None, "max": None, "ids": []}
+        n, lo, hi = conn.execute(select(func.count(), func.min(s.agent_id), func.max(s.agent_id))
+                                 .where(s.run_id == run_id, s.tick == first)).one()
+        ids = []
+        if n <= 5000:
+            ids = [r[0] for r in conn.execute(select(s.agent_id).where(s.run_id == run_id, s.tick == first).order_by(s.agent_id))]
+    return {"count": n, "min": lo, "max": hi, "ids": ids}
+
+
+def agent_trajectory(engine: Engine, run_id: str, agent_id: int) -> pd.DataFrame:
+    """One agent's ticks: backend, action by phase, payoff, reward, fallback, reason, memory snapshot."""
+    s = STEPS.c
+    q = (select(s.tick, s.backend, s.action, s.payoff, s.reward, s.fallback, s.reason, s.memory)
+         .where(s.run_id == run_id, s.agent_id == agent_id).order_by(s.tick))
+    with engine.connect() as conn:
+        rows = [dict(r) for r in conn.execute(q).mappings().all()]
+    for r in rows:
+        r["action"] = _json(r["action"]) or {}
+        r["memory"] = _json(r["memory"]) or {}
+    return pd.DataFrame(rows, columns=["tick", "backend", "action", "payoff", "reward", "fallback", "reason", "memory"])
+
+
+def agent_llm_calls(engine: Engine, run_id: str, agent_id: int, limit: int = 1000) -> pd.DataFrame:
+    """The LLM calls of one agent: tick, phase, model, exact prompt and answer, tokens, cache hit, fallback."""
+    c = CALLS.c
+    q = (select(c.tick, c.phase, c.model_id, c.prompt, c.answer, c.value, c.tokens_in, c.tokens_out, c.latency_s,
+                c.cache_hit, c.fallback, c.attempts)
+         .where(c.run_id == run_id, c.agent_id == agent_id).order_by(c.tick, c.id).limit(limit))
+    with engine.connect() as conn:
+        return pd.DataFrame(conn.execute(q).mappings().all(),
+                            columns=["tick", "phase", "model_id", "prompt", "answer", "value", "tokens_in", "tokens_out",
+                                     "latency_s", "cache_hit", "fallback", "attempts"])
+
+
+def _find_key(data: Any, key: str) -> Any:
+    """The first value under `key` anywhere in nested dicts/lists, or None."""
+    if isinstance(data, dict):
+        if key in data and isinstance(data[key], (int, float)) and not isinstance(data[key], bool):
+            return data[key]
+        for v in data.values():
+            found = _find_key(v, key)
+            if found is not None:
+                return found
+    elif isinstance(data, list):
+        for v in data:
+            found = _find_key(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+def node_values(engine: Engine, run_id: str, tick: int, agent_ids: Sequence[int]) -> pd.DataFrame:
+    """For these agents up to `tick`: total payoff, and their latest opinion: an `opinion` in their actions
+    (last 20 ticks), else an `opinion`/`stance` in events they made."""
+    s = STEPS.c
+    ids = [int(a) for a in agent_ids]
+    frames = []
+    with engine.connect() as conn:
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            totals = conn.execute(select(s.agent_id, func.sum(s.payoff)).where(
+                s.run_id == run_id, s.tick <= tick, s.agent_id.in_(chunk)).group_by(s.agent_id)).all()
+            opinions: dict[int, float] = {}
+            for aid, action in conn.execute(select(s.agent_id, s.action).where(
+                    s.run_id == run_id, s.tick <= tick, s.tick > tick - 20, s.agent_id.in_(chunk)).order_by(s.tick)):
+                value = _find_key(_json(action), "opinion")
+                if value is not None:
+                    opinions[aid] = float(value)
+            missing = [a for a in chunk if a not in opinions]
+            if missing:  # else the latest opinion (or stance) an agent's own events carry, e.g. its posts
+                e = EVENTS.c
+                for aid, data in conn.execute(select(e.actor, e.data).where(
+                        e.run_id == run_id, e.tick <= tick, e.actor.in_(missing)).order_by(e.tick, e.id)):
+                    data = _json(data)
+                    value = next((v for v in (_find_key(data, k) for k in OPINION_KEYS) if v is not None), None)
+                    if value is not None:
+                        opinions[aid] = float(value)
+            frames.append(pd.DataFrame([{"agent_id": a, "payoff_total": p, "opinion": opinions.get(a)} for a, p in totals]))
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return df if not df.empty else pd.DataFrame(columns=["agent_id", "payoff_total", "opinion"])
+
+
+# ----- events ----------------------------------------------------------------------------------
+def event_kinds(engine: Engine, run_id: str) -> pd.DataFrame:
+    """kind, count, first and last tick of every event kind of a run."""
+    e = EVENTS.c
+    q = (select(e.kind, func.count().label("count"), func.min(e.tick).label("first_tick"), func.max(e.tick).label("last_tick"))
+         .where(e.run_id == run_id).group_by(e.kind).order_by(e.kind))
+    with engine.connect() as conn:
+        return pd.DataFrame(conn.execute(q).mappings().all(), columns=["kind", "count", "first_tick", "last_tick"])
+
+
+def events(engine: Engine, run_id: str, *, kinds: Optional[Iterable[str]] = None, ticks: Optional[tuple[int, int]] = None,
+           limit: int = 5000) -> pd.DataFrame:
+    """Events (tick, kind, actor, target, data) filtered by kinds and an inclusive tick range, at most `limit`."""
+    e = EVENTS.c
+    q = select(e.id, e.tick, e.kind, e.actor, e.target, e.data).where(e.run_id == run_id)
+    if kinds is not None:
+        q = q.where(e.kind.in_(list(kinds)))
+    if ticks is not None:
+        q = q.where(e.tick >= ticks[0], e.tick <= ticks[1])
+    with engine.connect() as conn:
+        rows = [dict(r) for r in conn.execute(q.order_by(e.tick, e.id).limit(limit)).mappings().all()]
+    for r in rows:
+        r["data"] = _json(r["data"]) or {}
+    return pd.DataFrame(rows, columns=["id", "tick", "kind", "actor", "target", "data"])
+
+
+def norm_timeline(engine: Engine, run_id: str) -> pd.DataFrame:
+    """Counts of norm events (`norm.statement/compliance/violation/sanction`) per tick and kind."""
+    e = EVENTS.c
+    q = (select(e.tick, e.kind, func.count().label("count")).where(e.run_id == run_id, e.kind.like("norm.%"))
+         .group_by(e.tick, e.kind).order_by(e.tick))
+    with engine.connect() as conn:
+        df = pd.DataFrame(conn.execute(q).mappings().all(), columns=["tick", "kind", "count"])
+    df["kind"] = df["kind"].str.removeprefix("norm.")
+    return df
+
+
+def interaction_edges(engine: Engine, run_id: str, tick: int, *, cumulative: bool = True,
+                      exclude: Sequence[str] = ("follow", "unfollow")) -> pd.DataFrame:
+    """source, target, weight (number of events) of every actor->target event up to (or at) `tick`, in SQL."""
+    e = EVENTS.c
+    cond = [e.run_id == run_id, e.actor.is_not(None), e.target.is_not(None), e.actor != e.target,
+            e.tick <= tick if cumulative else e.tick == tick]
+    if exclude:
+        cond.append(e.kind.not_in(list(exclude)))
+    q = select(e.actor, e.target, func.count()).where(and_(*cond)).group_by(e.actor, e.target)
+    with engine.connect() as conn:
+        return pd.DataFrame(conn.execute(q).all(), columns=["source", "target", "weight"])
+
+
+def follow_edges(engine: Engine, run_id: str, tick: int) -> Optional[pd.DataFrame]:
+    """The follow graph at `tick` (source follows target), from `follow`/`unfollow` events, or from a
+    `follows`/`edges` list of pairs in the tick's state; None when the run has neither."""
+    e = EVENTS.c
+    with engine.connect() as conn:
+        any_follow = conn.execute(select(e.id).where(e.run_id == run_id, e.kind.in_(["follow", "unfollow"])).limit(1)).first()
+        if any_follow is not None:
+            # the last follow/unfollow of each pair up to `tick` decides; ids grow with ticks, so max(id) is the last
+            last = (select(func.max(e.id).label("id")).where(
+                e.run_id == run_id, e.kind.in_(["follow", "unfollow"]), e.tick <= tick,
+                e.actor.is_not(None), e.target.is_not(None)).group_by(e.actor, e.target).subquery())
+            rows = conn.execute(select(e.actor, e.target).join(last, e.id == last.c.id).where(e.kind == "follow")).all()
+            df = pd.DataFrame(rows, columns=["source", "target"])
+            df["weight"] = 1
+            return df
+    state = state_at(engine, run_id, tick)
+    for key in ("follows", "follow_edges", "edges"):
+        pairs = state.get(key)
+        if isinstance(pairs, list) and all(isinstance(p, (list, tuple)) and len(p) >= 2 for p in pairs):
+            return pd.DataFrame([{"source": int(p[0]), "target": int(p[1]), "weight": 1} for p in pairs],
+                                columns=["source", "target", "weight"])
+    return None
+
+
+def conversation(engine: Engine, run_id: str, ticks: tuple[int, int], limit: int = 2000) -> pd.DataFrame:
+    """What agents said in a tick range: events whose data carries text, with who said it to whom."""
+    df = events(engine, run_id, ticks=ticks, limit=limit * 5)
+    if df.empty:
+        return pd.DataFrame(columns=["id", "tick", "kind", "actor", "target", "text", "data"])
+    texts = df["data"].map(lambda d: next((str(d[k]) for k in TEXT_KEYS if isinstance(d, dict) and d.get(k)), None))
+    df = df.assign(text=texts)
+    df = df[df["text"].notna() & ~df["kind"].str.startswith("norm.")]
+    return df[["id", "tick", "kind", "actor", "target", "text", "data"]].head(limit).reset_index(drop=True)
+
+
+def conversation_ticks(engine: Engine, run_id: str) -> list[int]:
+    """Ticks with any non-norm event: where a conversation may be."""
+    e = EVENTS.c
+    with engine.connect() as conn:
+        return [r[0] for r in conn.execute(select(e.tick).where(e.run_id == run_id, e.kind.not_like("norm.%"))
+                                           .distinct().order_by(e.tick))]

@@ -1,0 +1,1 @@
+"""The Streamlit app pages, run by app.py through st.navigation."""

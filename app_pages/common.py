@@ -1,0 +1,179 @@
+"""What every page shares: the store URL, the cached engine and queries, the run picker, errors.
+
+Pages read only through `q(...)` (analysis.queries, cached by run and its progress) and
+`runs()`; nothing here or in a page writes SQL.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, Optional
+
+import pandas as pd
+import streamlit as st
+from sqlalchemy.exc import SQLAlchemyError
+
+from analysis import queries
+from sim.errors import UsageError
+
+DEFAULT_DB = "sqlite:///runs.db"
+#: slug, page file, title, icon: the app's navigation, in order
+PAGES = [
+    ("runs", "app_pages/runs.py", "Runs", ":material/table_rows:"),
+    ("run", "app_pages/run.py", "Run", ":material/monitoring:"),
+    ("agents", "app_pages/agents.py", "Agents", ":material/person:"),
+    ("network", "app_pages/network.py", "Network", ":material/hub:"),
+    ("norms", "app_pages/norms.py", "Norms", ":material/gavel:"),
+    ("conversations", "app_pages/conversations.py", "Conversations", ":material/forum:"),
+    ("compare", "app_pages/compare.py", "Compare", ":material/compare_arrows:"),
+    ("launch", "app_pages/launch.py", "Launch", ":material/rocket_launch:"),
+]
+
+
+def configured_db() -> str:
+    """`--db URL` after `--` on the streamlit command line, else $SOCIETAS_DB, else sqlite:///runs.db."""
+    args = sys.argv[1:]
+    for i, arg in enumerate(args):
+        if arg == "--db" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--db="):
+            return arg.split("=", 1)[1]
+    return os.environ.get("SOCIETAS_DB") or DEFAULT_DB
+
+
+def db_url() -> str:
+    """The store this session looks at (the sidebar may change it)."""
+    return st.session_state.get("db_url") or configured_db()
+
+
+def sidebar_store() -> None:
+    """The store's URL in the sidebar, editable."""
+    if "db_url" not in st.session_state:
+        st.session_state["db_url"] = configured_db()
+    st.sidebar.text_input("Store", key="db_url", help="database URL: --db after `--`, $SOCIETAS_DB, or sqlite:///runs.db")
+
+
+@st.cache_resource(show_spinner=False)
+def _engine(url: str) -> Any:
+    return queries.open_reader(url)
+
+
+def engine(url: Optional[str] = None) -> Any:
+    """The cached read engine, or None while the store does not exist (that absence is not cached)."""
+    url = url or db_url()
+    e = _engine(url)
+    if e is None:
+        _engine.clear()
+    return e
+
+
+@st.cache_data(ttl=2, show_spinner=False)
+def _runs(url: str) -> pd.DataFrame:
+    e = engine(url)
+    if e is None or not queries.has_schema(e):
+        return pd.DataFrame()
+    return queries.list_runs(e)
+
+
+def runs() -> pd.DataFrame:
+    """Every stored run (cached for two seconds, so running runs move on)."""
+    return _runs(db_url())
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _query(url: str, name: str, version: Any, args: tuple, kwargs: tuple) -> Any:
+    return getattr(queries, name)(engine(url), *args, **dict(kwargs))
+
+
+def q(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+    """`analysis.queries.NAME(engine, *args, **kwargs)`, cached until the run commits another tick."""
+    version = (run.get("run_id"), run.get("ticks"), run.get("status")) if run else None
+    return _query(db_url(), name, version, args, tuple(sorted(kwargs.items())))
+
+
+def clear_caches() -> None:
+    _runs.clear()
+    _query.clear()
+
+
+def page(render: Callable[[pd.DataFrame], None], *, needs_runs: bool = True) -> None:
+    """Run a page: the store's empty states and any error become a message, never a traceback."""
+    try:
+        url = db_url()
+        if needs_runs:
+            if engine(url) is None:
+                st.info(f"No store at `{url}` yet. Start a run on the **Launch** page, or with "
+                        f"`societas run commons --db {url}`.")
+                return
+            table = runs()
+            if table.empty:
+                st.info(f"The store `{url}` has no runs yet. Start one on the **Launch** page, or with "
+                        f"`societas run commons --db {url}`.")
+                return
+        else:
+            table = pd.DataFrame()
+        render(table)
+    except UsageError as exc:
+        st.error(str(exc))
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", exc)).splitlines()[0]
+        st.error(f"The store `{db_url()}` cannot be read: {first}")
+    except Exception as exc:  # noqa: BLE001 - a page shows a message, not a traceback
+        st.error(f"This page failed: {type(exc).__name__}: {exc}")
+        with st.expander("details"):
+            st.code(traceback.format_exc())
+
+
+def _label(row: pd.Series) -> str:
+    return f"{row['run_id']} · {row['scenario']} · {row['status']} · seed {row['seed']} · {row['ticks']} ticks"
+
+
+def choose_run(table: pd.DataFrame) -> Optional[dict[str, Any]]:
+    """The run this session looks at, picked in the sidebar (also `?run=ID` in the URL; an id prefix works)."""
+    ids = table["run_id"].tolist()
+    wanted = st.query_params.get("run") or st.session_state.get("run_id")
+    if wanted and wanted not in ids:
+        matches = [i for i in ids if i.startswith(str(wanted))]
+        if len(matches) == 1:
+            wanted = matches[0]
+        else:
+            st.sidebar.warning(f"No run {wanted!r} in this store; showing the newest.")
+            wanted = None
+    index = ids.index(wanted) if wanted in ids else 0
+    labels = {r["run_id"]: _label(r) for _, r in table.iterrows()}
+    choice = st.sidebar.selectbox("Run", ids, index=index, format_func=lambda i: labels.get(i, i))
+    st.session_state["run_id"] = choice
+    if st.query_params.get("run") != choice:
+        st.query_params["run"] = choice
+    run = table[table["run_id"] == choice].iloc[0].to_dict()
+    return run
+
+
+def scenario_class(name: str) -> Any:
+    """The registered scenario class, or None (a run of a scenario this install does not know)."""
+    from scenarios import REGISTRY
+
+    return REGISTRY.get(name)
+
+
+def metric_docs(run: dict[str, Any], final: bool = False) -> dict[str, str]:
+    """The scenario's metric docs (tick or final) plus the base ones."""
+    from sim.model import BASE_FINAL_DOCS, BASE_TICK_DOCS
+
+    cls = scenario_class(run["scenario"])
+    own = dict(getattr(cls, "final_metric_docs" if final else "tick_metric_docs", {}) or {}) if cls else {}
+    return {**own, **(BASE_FINAL_DOCS if final else BASE_TICK_DOCS)}
+
+
+def tick_picker(run: dict[str, Any], label: str = "Tick", key: Optional[str] = None) -> Optional[int]:
+    """A slider over the run's committed ticks (the last by default); None when it has none."""
+    last = int(run.get("ticks") or 0)
+    if last < 1:
+        st.info("This run has no committed tick yet.")
+        return None
+    if last == 1:
+        return 1
+    return int(st.slider(label, 1, last, last, key=key))

@@ -1,0 +1,82 @@
+"""Runs: every stored run with its scenario, status, seed, backend, ticks and key metrics;
+filter, sort, open one, delete with confirmation."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app_pages.common import clear_caches, db_url, page
+
+KEY_METRICS = 6
+
+
+def render(table: pd.DataFrame) -> None:
+    st.title("Runs")
+    c1, c2, c3 = st.columns([2, 2, 3])
+    scenarios = c1.multiselect("Scenario", sorted(table["scenario"].unique()))
+    statuses = c2.multiselect("Status", sorted(table["status"].unique()))
+    text = c3.text_input("Search (run id, backend, reason)")
+    view = table
+    if scenarios:
+        view = view[view["scenario"].isin(scenarios)]
+    if statuses:
+        view = view[view["status"].isin(statuses)]
+    if text:
+        hay = view["run_id"] + " " + view["backend"].astype(str) + " " + view["reason"].fillna("").astype(str)
+        view = view[hay.str.contains(text, case=False, regex=False)]
+
+    metric_cols = [c for c in view.columns if c.startswith("m.") and view[c].notna().any()]
+    shown = ["run_id", "scenario", "status", "seed", "policy", "backend", "ticks", "reward_mode", "created_at", "duration_s"]
+    shown += [c for c in ("sweep_id", "parent_id") if c in view and view[c].notna().any()]
+    shown += metric_cols[:KEY_METRICS] if len(set(view["scenario"])) != 1 else metric_cols
+    s1, s2 = st.columns([3, 1])
+    sort_by = s1.selectbox("Sort by", shown, index=shown.index("created_at"))
+    ascending = s2.toggle("Ascending", value=False)
+    view = view.sort_values(sort_by, ascending=ascending, na_position="last")
+    st.caption(f"{len(view)} of {len(table)} runs")
+    st.dataframe(view[shown], hide_index=True, width="stretch",
+                 column_config={"created_at": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm:ss"),
+                                "duration_s": st.column_config.NumberColumn("seconds", format="%.2f")})
+
+    ids = view["run_id"].tolist()
+    if not ids:
+        return
+    o1, o2 = st.columns([3, 1])
+    chosen = o1.selectbox("Open a run", ids, format_func=lambda i: f"{i} · {table.set_index('run_id').at[i, 'scenario']}")
+    if o2.button("Open", type="primary", width="stretch"):
+        st.session_state["run_id"] = chosen
+        st.query_params["run"] = chosen
+        st.switch_page("app_pages/run.py")
+
+    with st.expander("Delete runs"):
+        doomed = st.multiselect("Runs to delete", ids, key="doomed")
+        if st.button("Delete…", disabled=not doomed):
+            st.session_state["confirm_delete"] = list(doomed)
+        pending = st.session_state.get("confirm_delete")
+        if pending:
+            status = table.set_index("run_id")["status"]
+            running = [i for i in pending if status.get(i) == "running"]
+            st.warning(f"Delete {len(pending)} run(s) and all their ticks, agent steps, events and LLM calls? "
+                       f"This cannot be undone: {', '.join(pending)}"
+                       + (f" — {', '.join(running)} still running." if running else ""))
+            y, n = st.columns(2)
+            if y.button(f"Yes, delete {len(pending)}", type="primary"):
+                from sim.store import Store
+
+                store = Store(db_url())
+                deleted = sum(store.delete_run(i) for i in pending)
+                st.session_state.pop("confirm_delete", None)
+                st.session_state.pop("doomed", None)
+                if st.session_state.get("run_id") in pending:
+                    st.session_state.pop("run_id", None)
+                    st.query_params.pop("run", None)
+                clear_caches()
+                st.toast(f"Deleted {deleted} run(s)")
+                st.rerun()
+            if n.button("Cancel"):
+                st.session_state.pop("confirm_delete", None)
+                st.rerun()
+
+
+page(render)
