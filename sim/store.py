@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Index, Text, event, func, insert, inspect, make_url, text, update
+from sqlalchemy import JSON, Column, Index, Text, case, event, func, insert, inspect, make_url, text, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlmodel import Field, Session, SQLModel, create_engine, select
@@ -313,7 +313,7 @@ class Store:
         with Session(self.engine) as s:
             run = s.get(Run, run_id)
             run.status, run.reason, run.finished_at, run.duration_s = status, reason, _now(), duration_s
-            calls, hits = s.exec(select(func.count(), func.coalesce(func.sum(LLMCall.cache_hit), 0))
+            calls, hits = s.exec(select(func.count(), func.coalesce(func.sum(case((LLMCall.cache_hit, 1), else_=0)), 0))  # PostgreSQL has no sum(boolean)
                                  .where(LLMCall.run_id == run_id)).one()
             run.cached = None if not calls else bool(hits == calls)
             run.heartbeat_at = _now()
