@@ -106,8 +106,13 @@ def execute(
     origin: str = "run",
     parent_id: Optional[str] = None,
     sweep_id: Optional[str] = None,
+    plan: Any = None,
 ) -> RunResult:
-    """Run `spec` to its end, committing each tick; raise RunFailed if it fails."""
+    """Run `spec` to its end, committing each tick; raise RunFailed if it fails.
+
+    `plan` (sim.resume: resume and fork) takes over the run row and the first ticks: it claims
+    or creates the row, replays committed ticks (checked, not stored again) and swaps the config.
+    """
     from scenarios import get_scenario
 
     cls = get_scenario(spec.scenario)
@@ -115,8 +120,11 @@ def execute(
     # built before the run row: a chat model that cannot be imported or built is bad input, not a failed run
     backends = dict(backends) if backends is not None else make_backends(spec, cls, store, cache_only=cache_only)
     used = sorted({p for p in backends if p != "scripted" or not needs_only_llm(spec)})
-    run_id = store.create_run(spec, versions(), origin=origin, parent_id=parent_id, sweep_id=sweep_id,
-                              backends="+".join(used))
+    if plan is not None:
+        run_id = plan.open(store, spec, versions(), "+".join(used))
+    else:
+        run_id = store.create_run(spec, versions(), origin=origin, parent_id=parent_id, sweep_id=sweep_id,
+                                  backends="+".join(used))
     started = time.perf_counter()
     total = horizon(spec, cls)
     try:
@@ -128,12 +136,16 @@ def execute(
         def commit(record: TickRecord) -> None:
             calls = [c for b in backends.values() if hasattr(b, "drain_calls") for c in b.drain_calls()]
             now = time.perf_counter()
-            store.record_tick(run_id, record, calls, duration_s=now - tick_started[0])
+            if plan is None or plan.commit(record, calls):  # a plan's replayed ticks are checked, not stored
+                store.record_tick(run_id, record, calls, duration_s=now - tick_started[0])
             tick_started[0] = now
             if progress is not None:
                 progress(record.tick, total, record)
 
-        model = cls(config, seed=spec.seed, broker=DecisionBroker(backends), policy=spec.policy, on_tick=commit)
+        model = cls(plan.first_config(config) if plan is not None else config, seed=spec.seed,
+                    broker=DecisionBroker(backends), policy=spec.policy, on_tick=commit)
+        if plan is not None:
+            plan.attach(model, backends)
         while model.running and model.tick < total:
             model.step()
     except KeyboardInterrupt:
@@ -144,7 +156,7 @@ def execute(
         store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(locals().get("model")))
         raise RunFailed(run_id, reason) from exc
     status = model.status if model.status != "running" else "finished"
-    duration = time.perf_counter() - started
+    duration = time.perf_counter() - started + (plan.earlier_duration if plan is not None else 0.0)
     final = _summary(model)
     store.finish_run(run_id, status, model.reason, duration, final)
     return RunResult(run_id, spec.scenario, status, model.tick, final, model.reason, duration, model.fallbacks)

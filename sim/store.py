@@ -62,6 +62,19 @@ class Run(SQLModel, table=True):
     heartbeat_at: Optional[datetime] = None
 
 
+class SweepRow(SQLModel, table=True):
+    """A sweep: its definition (scenario, base, grid, seeds, policy), how many runs it has, where it came from."""
+
+    __tablename__ = "sweeps"
+    id: str = Field(primary_key=True)
+    scenario: str
+    definition: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    total: int
+    source: Optional[str] = None  # the sweep file it was read from
+    created_at: datetime = Field(default_factory=_now)
+    updated_at: Optional[datetime] = None
+
+
 class Tick(SQLModel, table=True):
     """A committed tick: its metrics and a snapshot of the world."""
 
