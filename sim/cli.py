@@ -401,6 +401,8 @@ def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[st
 
     store = _store_ro(db)
     frame, keys = sweep_frame(store, sweep_id)
+    if not metrics and not as_json:  # a readable table: the first metrics (choose others with --metric)
+        metrics = frame.attrs["metrics"][:4]
     cells = cell_table(frame, keys, metrics or None)
     if as_json:
         print(cells.to_json(orient="records"))
