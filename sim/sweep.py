@@ -297,6 +297,7 @@ def run_sweep(store: Store, plan: SweepPlan, *, executor: str = "local", address
     started = time.perf_counter()
     outcomes: list[Outcome] = []
     done = plan.done_before
+    extra: dict[str, Any] = {}
 
     def record(outcome: Outcome) -> None:
         nonlocal done
@@ -309,7 +310,7 @@ def run_sweep(store: Store, plan: SweepPlan, *, executor: str = "local", address
         if executor == "ray":
             from sim.sweep_ray import run_on_ray
 
-            run_on_ray(plan, address=address, workers=workers, on_done=record)
+            extra = run_on_ray(plan, address=address, workers=workers, on_done=record)
         elif executor == "local":
             run_local(store, plan, workers=workers, on_done=record)
         else:
@@ -321,14 +322,7 @@ def run_sweep(store: Store, plan: SweepPlan, *, executor: str = "local", address
     return {"sweep_id": plan.sweep_id, "total": plan.total, "ran": len(outcomes), "skipped": plan.done_before,
             "busy_elsewhere": plan.busy, "statuses": statuses, "failed": sum(o.status in ("failed", "error") for o in outcomes),
             "seconds": round(seconds, 3), "runs_per_s": len(outcomes) / seconds if seconds > 0 and outcomes else 0.0,
-            "errors": [o.to_json() for o in outcomes if o.status in ("failed", "error")][:20]}
-
-
-def _needs_model(plan: SweepPlan) -> bool:
-    from scenarios import get_scenario
-    from sim.runner import needs_llm
-
-    return any(needs_llm(RunSpec.model_validate(s), get_scenario(s["scenario"])) for _, _, s in plan.todo)
+            "errors": [o.to_json() for o in outcomes if o.status in ("failed", "error")][:20], **extra}
 
 
 def run_local(store: Store, plan: SweepPlan, *, workers: Optional[int], on_done: Callable[[Outcome], None]) -> None:
