@@ -163,13 +163,26 @@ def list_(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
 
 @app.command()
 def show(
-    run_id: str,
+    run_id: Optional[str] = typer.Argument(None, help="run id or unique prefix"),
     tick: Optional[int] = typer.Option(None, "--tick", help="also print what agents said in this tick (messages, posts)"),
+    sweep_id: Optional[str] = typer.Option(None, "--sweep", help="show a sweep's cells (mean and 95% CI over seeds)"),
+    metric: list[str] = typer.Option([], "--metric", help="with --sweep: final metrics to show (repeatable)"),
+    compare_parent: bool = typer.Option(False, "--compare-parent", help="a fork beside its parent, tick by tick"),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Show a run: spec, status, every final and per-tick metric, fallbacks, LLM usage, a tick's messages."""
+    """Show a run: spec, status, every final and per-tick metric, fallbacks, LLM usage, a tick's messages.
+
+    With --sweep: a sweep's cells; with --compare-parent: a fork beside its parent.
+    """
     from analysis.summary import run_summary, tick_messages
+
+    if sweep_id is not None:
+        return show_sweep(sweep_id, db, as_json, metric)
+    if run_id is None:
+        _fail("give a RUN_ID (or --sweep SWEEP_ID)")
+    if compare_parent:
+        return show_compare(run_id, db, as_json)
 
     store = _store(db, create=False)
     summary = run_summary(store, store.get_run(run_id).id)
@@ -342,6 +355,193 @@ def _type_name(annotation: Any) -> str:
     if origin is list:
         return f"list[{_type_name(args[0])}]" if args else "list"
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+# ----- scale and durability: resume, fork, db upgrade, sweeps ---------------------------------------------
+def _bar(label: str, total: int, quiet: bool) -> tuple[Progress, Any]:
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[info]}"), console=err, transient=quiet, disable=quiet and not err.is_terminal)
+    return bar, bar.add_task(label, total=total, info="")
+
+
+def _continue(kind: str, as_json: bool, db: Optional[str], call: Any) -> None:
+    """Run a resume or fork under a progress bar and print its result like `run` does."""
+    from sim.runner import RunFailed, RunInterrupted
+
+    bar, task = _bar(kind, 0, as_json)
+    with bar:
+        def progress(tick: int, total_ticks: int, record: Any) -> None:
+            bar.update(task, completed=tick, total=total_ticks)
+
+        try:
+            result = call(progress)
+        except RunInterrupted as exc:
+            _fail(f"run {exc.run_id} {exc.reason}; its committed ticks are kept (status failed)", code=exc.exit_code)
+        except RunFailed as exc:
+            _fail(f"run {exc.run_id} failed: {exc.reason} (committed ticks are kept; `societas resume {exc.run_id}` "
+                  "continues it)", code=1)
+    if as_json:
+        print(json.dumps(result.to_json()))
+        return
+    out.print(f"{kind} {result.run_id}: {result.status} after {result.ticks} ticks — see: societas show {result.run_id}"
+              + (f" --db {db}" if db else ""), soft_wrap=True)
+
+
+@app.command()
+def resume(
+    run_id: str,
+    force: bool = typer.Option(False, "--force", help="resume a `running` run even if its owner looks alive"),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Continue an unfinished run (killed or failed) in the same run row.
+
+    The committed ticks are replayed (scripted decisions recomputed from the seed, LLM
+    decisions from the cache only) and checked against the store, then the run goes on live.
+    """
+    from sim.resume import resume_run
+
+    store = _store(db)
+    _continue("resume", as_json, db, lambda progress: resume_run(store, run_id, force=force, progress=progress))
+
+
+@app.command()
+def fork(
+    run_id: str,
+    at: int = typer.Option(..., "--at", help="last tick taken from the parent (0..its committed ticks)"),
+    set_: list[str] = typer.Option([], "--set", help="config field to change after tick AT: key=value (repeatable)"),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """A new run identical to RUN_ID up to tick AT, then continuing under the changed config."""
+    from sim.resume import fork_run
+
+    store = _store(db)
+    _continue("fork", as_json, db, lambda progress: fork_run(store, run_id, at, set_, progress=progress))
+
+
+db_app = typer.Typer(no_args_is_help=True, help="Store administration.")
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: Optional[str] = DbOption) -> None:
+    """Migrate the store's schema to the version this societas needs (Alembic)."""
+    from sim.dbadmin import upgrade
+
+    out.print(f"{_db(db)}: {upgrade(_db(db))}", soft_wrap=True, highlight=False)
+
+
+@app.command()
+def sweep(
+    sweep_file: Path = typer.Argument(..., help="sweep YAML: scenario, base, grid, seeds, policy"),
+    executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray instance)"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="runs at once (default: CPU count)"),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Run every (grid cell x seed) once into one store; re-running the same file resumes the sweep."""
+    from sim import sweep as sw
+
+    if executor not in ("local", "ray"):
+        _fail(f"bad value for '--executor': {executor!r}; valid: local, ray")
+    if workers is not None and workers < 1:
+        _fail(f"bad value for '--workers': {workers}; must be at least 1")
+    if address and executor != "ray":
+        _fail("--address is for --executor ray")
+    definition = sw.load_sweep(sweep_file)
+    store = _store(db)
+    plan = sw.prepare(store, definition, source=str(sweep_file))
+    bar, task = _bar(f"sweep {plan.sweep_id}", plan.total, as_json)
+    with bar:
+        bar.update(task, completed=plan.done_before, info=f"{plan.done_before} done before")
+
+        def progress(done: int, outcome: Any) -> None:
+            bar.update(task, completed=done, info=f"last: {outcome.status}")
+
+        try:
+            report = sw.run_sweep(store, plan, executor=executor, address=address, workers=workers, progress=progress)
+        except KeyboardInterrupt:
+            _fail(f"sweep {plan.sweep_id} interrupted; run `societas sweep {sweep_file}` again to resume it", code=130)
+    if as_json:
+        print(json.dumps(report))
+    else:
+        out.print(f"sweep {report['sweep_id']}: {report['ran']} runs now, {report['skipped']} done before; "
+                  f"statuses {report['statuses']}; {report['runs_per_s']:.2f} runs/s — see: societas show --sweep "
+                  f"{report['sweep_id']}" + (f" --db {db}" if db else ""), soft_wrap=True, highlight=False)
+    if report["failed"]:
+        raise typer.Exit(1)
+
+
+@app.command("sweep-status")
+def sweep_status(sweep_id: str, db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
+    """A sweep's progress: runs by status out of its total."""
+    from sim.sweep import status
+
+    report = status(_store_ro(db), sweep_id)
+    if as_json:
+        print(json.dumps(report))
+        return
+    done = report["statuses"].get("finished", 0) + report["statuses"].get("collapsed", 0)
+    out.print(f"sweep {report['sweep_id']} ({report['scenario']}, {report['source']}): {done}/{report['total']} done; "
+              + ", ".join(f"{k} {v}" for k, v in sorted(report["statuses"].items())) + f"; {report['pending']} not started",
+              soft_wrap=True, highlight=False)
+
+
+def _store_ro(url: Optional[str]):
+    return _store(url, create=False)
+
+
+def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[str]) -> None:
+    """`show --sweep ID`: one row per cell, mean and 95% CI of final metrics over seeds."""
+    from analysis.sweeps import cell_table, sweep_frame
+
+    store = _store_ro(db)
+    frame, keys = sweep_frame(store, sweep_id)
+    if not metrics and not as_json:  # a readable table: the first metrics (choose others with --metric)
+        metrics = frame.attrs["metrics"][:4]
+    cells = cell_table(frame, keys, metrics or None)
+    if as_json:
+        print(cells.to_json(orient="records"))
+        return
+    table = Table(title=f"sweep {frame.attrs['sweep_id']}: {len(frame)} runs, mean [95% CI] over seeds")
+    cols = list(keys) + ["n"] + [c[:-5] for c in cells.columns if c.endswith("_mean")]
+    for c in cols:
+        table.add_column(c, justify="right")
+    for _, row in cells.iterrows():
+        vals = [str(row[k]) for k in keys] + [str(int(row["n"]))]
+        for c in cols[len(keys) + 1:]:
+            m, lo, hi = row[f"{c}_mean"], row[f"{c}_lo"], row[f"{c}_hi"]
+            vals.append("—" if m != m else f"{m:.4g} [{lo:.4g}, {hi:.4g}]" if lo == lo else f"{m:.4g}")
+        table.add_row(*vals)
+    out.print(table)
+
+
+def show_compare(run_id: str, db: Optional[str], as_json: bool) -> None:
+    """`show FORK --compare-parent`: per-tick metrics of a fork and its parent side by side."""
+    from analysis.sweeps import compare_runs
+
+    store = _store_ro(db)
+    report = compare_runs(store, run_id)
+    if as_json:
+        print(json.dumps(report, default=str))
+        return
+    out.print(f"fork {report['run_id']} of {report['parent_id']} at tick {report['branch_tick']}; changed: "
+              + ", ".join(f"{k}={v}" for k, v in report["changed"].items()), soft_wrap=True, highlight=False)
+    keys = report["metrics"][:4]
+    table = Table(title="per-tick metrics: parent | fork")
+    table.add_column("tick")
+    for k in keys:
+        table.add_column(f"{k} parent", justify="right")
+        table.add_column(f"{k} fork", justify="right")
+    for row in report["ticks"]:
+        table.add_row(str(row["tick"]) + (" *" if row["tick"] <= (report["branch_tick"] or 0) else ""),
+                      *(_fmt(row[side].get(k)) if row[side] else "" for k in keys for side in ("parent", "fork")))
+    out.print(table)
+    out.print("* ticks copied from the parent; final metrics parent -> fork: " + ", ".join(
+        f"{k} {_fmt(report['final']['parent'].get(k))} -> {_fmt(report['final']['fork'].get(k))}" for k in keys),
+        soft_wrap=True, highlight=False)
 
 
 def main() -> None:

@@ -144,8 +144,13 @@ def execute(
     parent_id: Optional[str] = None,
     sweep_id: Optional[str] = None,
     stop_after: Optional[int] = None,
+    plan: Any = None,
 ) -> RunResult:
-    """Run `spec` to its end, committing each tick; raise RunFailed if it fails."""
+    """Run `spec` to its end, committing each tick; raise RunFailed if it fails.
+
+    `plan` (sim.resume: resume and fork) takes over the run row and the first ticks: it claims
+    or creates the row, replays committed ticks (checked, not stored again) and swaps the config.
+    """
     from scenarios import get_scenario
 
     cls = get_scenario(spec.scenario)
@@ -153,8 +158,11 @@ def execute(
     # built before the run row: a chat model that cannot be imported or built is bad input, not a failed run
     backends = dict(backends) if backends is not None else make_backends(spec, cls, store, cache_only=cache_only)
     used = sorted({p for p in backends if p != "scripted" or not needs_only_llm(spec)})
-    run_id = store.create_run(spec, versions(), origin=origin, parent_id=parent_id, sweep_id=sweep_id,
-                              backends="+".join(used))
+    if plan is not None:
+        run_id = plan.open(store, spec, versions(), "+".join(used))
+    else:
+        run_id = store.create_run(spec, versions(), origin=origin, parent_id=parent_id, sweep_id=sweep_id,
+                                  backends="+".join(used))
     started = time.perf_counter()
     total = horizon(spec, cls)
     model: Optional[SocietyModel] = None
@@ -168,12 +176,16 @@ def execute(
             def commit(record: TickRecord) -> None:
                 calls = [c for b in backends.values() if hasattr(b, "drain_calls") for c in b.drain_calls()]
                 now = time.perf_counter()
-                store.record_tick(run_id, record, calls, duration_s=now - tick_started[0])
+                if plan is None or plan.commit(record, calls):  # a plan's replayed ticks are checked, not stored
+                    store.record_tick(run_id, record, calls, duration_s=now - tick_started[0])
                 tick_started[0] = now
                 if progress is not None:
                     progress(record.tick, total, record)
 
-            model = cls(config, seed=spec.seed, broker=DecisionBroker(backends), policy=spec.policy, on_tick=commit)
+            model = cls(plan.first_config(config) if plan is not None else config, seed=spec.seed,
+                        broker=DecisionBroker(backends), policy=spec.policy, on_tick=commit)
+            if plan is not None:
+                plan.attach(model, backends)
             last = total if stop_after is None else min(total, stop_after)
             while model.running and model.tick < last:
                 model.step()
@@ -183,7 +195,8 @@ def execute(
         store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(model))
         raise RunInterrupted(run_id, reason, 128 + int(signum)) from None
     except UsageError:
-        if store.get_run(run_id).ticks == 0:  # found bad before anything was committed: bad input, nothing kept
+        # found bad before anything was committed: bad input, nothing kept (a resumed or forked row is never dropped)
+        if plan is None and store.get_run(run_id).ticks == 0:
             store.delete_run(run_id)
             raise
         store.finish_run(run_id, "failed", "bad input found mid-run", time.perf_counter() - started, _summary(model))
@@ -194,7 +207,7 @@ def execute(
         raise RunFailed(run_id, reason) from exc
     cut_short = stop_after is not None and model.running and model.tick < total  # ended by stop_after, not by the world
     status = model.status if model.status != "running" else ("stopped" if cut_short else "finished")
-    duration = time.perf_counter() - started
+    duration = time.perf_counter() - started + (plan.earlier_duration if plan is not None else 0.0)
     final = _summary(model)
     reason = model.reason or (f"stopped after tick {model.tick} of {total} on request" if status == "stopped" else None)
     store.finish_run(run_id, status, reason, duration, final)

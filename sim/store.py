@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Index, Integer, Text, cast, delete, event, func, insert, inspect, make_url, text, update
+from sqlalchemy import JSON, Column, Index, Integer, Text, case, cast, delete, event, func, insert, inspect, make_url, text, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
@@ -61,6 +61,19 @@ class Run(SQLModel, table=True):
     owner_pid: Optional[int] = None  # the process running it, and where: tells a live run from a stale one
     owner_host: Optional[str] = None
     heartbeat_at: Optional[datetime] = None
+
+
+class SweepRow(SQLModel, table=True):
+    """A sweep: its definition (scenario, base, grid, seeds, policy), how many runs it has, where it came from."""
+
+    __tablename__ = "sweeps"
+    id: str = Field(primary_key=True)
+    scenario: str
+    definition: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    total: int
+    source: Optional[str] = None  # the sweep file it was read from
+    created_at: datetime = Field(default_factory=_now)
+    updated_at: Optional[datetime] = None
 
 
 class Tick(SQLModel, table=True):
@@ -314,7 +327,7 @@ class Store:
         with Session(self.engine) as s:
             run = s.get(Run, run_id)
             run.status, run.reason, run.finished_at, run.duration_s = status, reason, _now(), duration_s
-            calls, hits = s.exec(select(func.count(), func.coalesce(func.sum(cast(LLMCall.cache_hit, Integer)), 0))
+            calls, hits = s.exec(select(func.count(), func.coalesce(func.sum(case((LLMCall.cache_hit, 1), else_=0)), 0))  # PostgreSQL has no sum(boolean)
                                  .where(LLMCall.run_id == run_id)).one()
             run.cached = None if not calls else bool(hits == calls)
             run.heartbeat_at = _now()

@@ -38,3 +38,42 @@ def cli_json(*args: str, db: str | None = None):
     proc = cli(*args, "--json", db=db)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+PG_SKIP = "SOCIETAS_TEST_PG is not set (PostgreSQL tests need a server: eval \"$(.ci/postgres.sh)\"; CI sets it)"
+
+
+@pytest.fixture
+def pg_url_factory():
+    """Make fresh, empty PostgreSQL databases on the server of $SOCIETAS_TEST_PG; dropped afterwards.
+
+    Requested by tests that run on PostgreSQL; calling it skips the test when no server is configured.
+    """
+    import uuid
+
+    from sqlalchemy import create_engine, make_url, text
+
+    base = os.environ.get("SOCIETAS_TEST_PG")
+    made: list[str] = []
+
+    def make() -> str:
+        if not base:
+            pytest.skip(PG_SKIP)
+        name = f"societas_t_{uuid.uuid4().hex[:10]}"
+        admin = create_engine(base, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        made.append(name)
+        return make_url(base).set(database=name).render_as_string(hide_password=False)
+
+    yield make
+    if made:
+        import gc
+
+        gc.collect()  # engines of the test's stores: close their pooled connections before dropping
+        admin = create_engine(base, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            for name in made:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

@@ -103,6 +103,8 @@ class CommonsModel(SocietyModel):
     horizon_field = "months"
     strategies = STRATEGIES
     default_strategy = "sustainable"
+    #: set when the fishers are created: a fork may not change them mid-run
+    fixed_fields = frozenset({"fishers", "strategy"})
     config: CommonsConfig
 
     def setup(self) -> None:

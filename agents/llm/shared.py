@@ -1,0 +1,126 @@
+"""One local model shared by many concurrent runs (a Ray actor per node): their batches share forward passes.
+
+`SharedModel` is an asyncio actor: each run's backend sends its phase batch (`answer`); the
+actor collects what arrives within a short window, runs ONE engine call over the union
+(the local engine groups requests by kind and pads them into common forward passes), and
+hands every run its own slice. Decisions stay per-request deterministic (each request
+samples from its own seed), so a run's result does not depend on which runs it shared with.
+`ModelProxy` is the engine a run's `LLMBackend` uses in place of a local model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any, Optional
+
+NAMESPACE = "societas"
+
+
+class SharedModel:
+    """The actor's class (wrapped with `ray.remote` by `model_actor`)."""
+
+    def __init__(self, model: Optional[str], device: Optional[str], dtype: Optional[str], temperature: float,
+                 window_s: float = 0.02, max_batch: int = 256) -> None:
+        from agents.llm.local_engine import LocalEngine
+
+        self.engine = LocalEngine(model, device, dtype, temperature, max_batch=max_batch)
+        self.window_s = window_s
+        self.queue: list[tuple[Sequence[Any], Sequence[Any], asyncio.Future]] = []
+        self.busy = False
+        self.counts = {"calls": 0, "requests": 0, "passes": 0, "max_requests_per_pass": 0, "max_calls_per_pass": 0}
+
+    async def answer(self, requests: Sequence[Any], messages: Sequence[Any]) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.queue.append((requests, messages, future))
+        self.counts["calls"] += 1
+        self.counts["requests"] += len(requests)
+        if not self.busy:
+            self.busy = True
+            loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self.queue:
+                await asyncio.sleep(self.window_s)  # let the other runs' batches of this phase arrive
+                batch, self.queue = self.queue, []
+                requests = [r for b in batch for r in b[0]]
+                messages = [m for b in batch for m in b[1]]
+                try:
+                    answers = await loop.run_in_executor(None, self.engine.answer, requests, messages)
+                except Exception as exc:  # noqa: BLE001 - every waiting run gets the error
+                    for *_, future in batch:
+                        future.set_exception(exc)
+                    continue
+                c = self.counts
+                c["passes"] += 1
+                c["max_requests_per_pass"] = max(c["max_requests_per_pass"], len(requests))
+                c["max_calls_per_pass"] = max(c["max_calls_per_pass"], len(batch))
+                start = 0
+                for reqs, _, future in batch:
+                    future.set_result(answers[start:start + len(reqs)])
+                    start += len(reqs)
+        finally:
+            self.busy = False
+
+    async def stats(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+class ModelProxy:
+    """An engine for `LLMBackend` that sends each batch to the shared model actor."""
+
+    def __init__(self, handle: Any, model_id: str, sampling: dict[str, Any]) -> None:
+        self.handle, self.model_id, self.sampling = handle, model_id, sampling
+
+    def answer(self, requests: Sequence[Any], messages: Sequence[Any]) -> list[Any]:
+        import ray
+
+        return ray.get(self.handle.answer.remote(list(requests), list(messages)))
+
+
+def actor_name(llm: Any, node_id: str) -> str:
+    key = hashlib.sha256(json.dumps([llm.model, llm.device, llm.dtype, llm.temperature]).encode()).hexdigest()[:10]
+    return f"llm-{key}-{node_id[:16]}"
+
+
+def start_model_actors(llm: Any, window_s: float = 0.02) -> list[Any]:
+    """One actor per alive node (its GPU when it has one), created by the driver so they outlive any task."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    actors = []
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        gpus = 1 if node.get("Resources", {}).get("GPU", 0) >= 1 else 0
+        cls = ray.remote(num_cpus=0, num_gpus=gpus, max_concurrency=1000)(SharedModel)
+        actors.append(cls.options(name=actor_name(llm, node["NodeID"]), namespace=NAMESPACE, get_if_exists=True,
+                                  scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+                      .remote(llm.model, llm.device, llm.dtype, llm.temperature, window_s))
+    return actors
+
+
+def use_shared_model(backends: dict[str, Any], llm: Any) -> None:
+    """Inside a Ray task: point the run's LLM backend at the model actor of this node (any node's if none)."""
+    import ray
+
+    backend = backends.get("llm")
+    if backend is None:
+        return
+    node = ray.get_runtime_context().get_node_id()
+    try:
+        handle = ray.get_actor(actor_name(llm, node), namespace=NAMESPACE)
+    except ValueError:
+        names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                 if a.get("namespace") == NAMESPACE and a["name"].startswith(actor_name(llm, "")[:15])]
+        if not names:
+            raise RuntimeError("no shared model actor is running") from None
+        handle = ray.get_actor(names[0], namespace=NAMESPACE)
+    backend._factory = lambda: ModelProxy(handle, backend.model_id, backend.sampling)
+    backend._engine = None
