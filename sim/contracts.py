@@ -32,7 +32,9 @@ class DecisionRequest:
     """One agent's pending decision: who, in what phase, what it sees, what it may do.
 
     `observation` is plain data for scripted strategies; `context` is the same view as
-    text for LLM prompts; `default` is what a fallback uses (must lie in `space`).
+    text for LLM prompts: the part every agent shares, while `own_context` (optional) is
+    this agent's own part (identity, own results), rendered after the persona so that
+    prompts share their beginning; `default` is what a fallback uses (must lie in `space`).
     """
 
     agent_id: int
@@ -49,6 +51,7 @@ class DecisionRequest:
     memory: str = ""
     feedback: str = ""
     seed: int = 0
+    own_context: str = ""
 
     def __post_init__(self) -> None:
         self.space.validate(self.default)
@@ -94,6 +97,9 @@ class LLMSpec(BaseModel):
     timeout_s: float = 60.0
     device: Optional[str] = None
     dtype: Optional[str] = None
+    threads: Optional[int] = Field(None, ge=1, le=512)  # local, CPU: torch threads (None: picked per machine)
+    batch_tokens: Optional[int] = Field(None, ge=64, le=16_777_216)  # local: tokens per forward (None: per device)
+    structured: Literal["auto", "json_schema", "vllm", "llama_cpp", "none"] = "auto"  # langchain: output constraint
 
 
 class RunSpec(BaseModel):

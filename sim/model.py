@@ -237,13 +237,18 @@ class SocietyModel(mesa.Model):
         observation: dict[str, Any],
         context: str,
         question: str,
+        own_context: str = "",
     ) -> DecisionRequest:
-        """Build a request with everything the decision layer needs from this agent."""
+        """Build a request with everything the decision layer needs from this agent.
+
+        `context` is the text every agent shares; `own_context` this agent's own part (see DecisionRequest).
+        """
         return DecisionRequest(
             agent_id=agent.unique_id, tick=self.tick, phase=phase, space=space, default=default,
             backend=agent.policy, strategy=agent.strategy, observation=observation, context=context,
             question=question, persona=agent.persona, memory=agent.memory.render(question),
             feedback=describe_feedback(agent.feedback), seed=derive_seed(self.seed, self.tick, agent.unique_id, phase),
+            own_context=own_context,
         )
 
     def emit(self, kind: str, actor: Optional[int] = None, target: Optional[int] = None, **data: Any) -> Event:

@@ -129,7 +129,7 @@ class CommonsModel(SocietyModel):
             }
         return dict(self._base)
 
-    def _context(self, agent: Fisher, obs: Mapping[str, Any]) -> str:
+    def _context(self, agent: Fisher, obs: Mapping[str, Any]) -> tuple[str, str]:
         c = self.config
         last = own = ""
         if obs["last_total"] is not None:
@@ -137,12 +137,13 @@ class CommonsModel(SocietyModel):
             own = tpl.OWN.substitute(own=f"{self.last_catches.get(agent.unique_id, 0):g}")
         norm = tpl.NORM.substitute(norm=f"{self.norm:g}") if self.norm is not None else ""
         said = " ".join(f'fisher {a}: "{m}"' for a, m in self.messages[:MAX_MESSAGES_SHOWN + 1] if a != agent.unique_id)
-        return tpl.SITUATION.substitute(
-            agent=agent.unique_id, fishers=obs["fishers"], month=obs["month"], months=c.months,
+        shared = tpl.SITUATION.substitute(
+            fishers=obs["fishers"], month=obs["month"], months=c.months,
             stock=f"{self.stock:g}", capacity=f"{c.capacity:g}", regrowth=f"{c.regrowth:g}",
-            collapse=f"{c.collapse_below:g}", last=last, norm=norm, own=own,
+            collapse=f"{c.collapse_below:g}", last=last, norm=norm,
             messages=tpl.MESSAGES.substitute(messages=said) if said else "",
         )
+        return shared, tpl.OWN_SITUATION.substitute(agent=agent.unique_id, own=own)
 
     def observe(self, agent: Fisher, phase: str) -> Optional[DecisionRequest]:
         obs = self._obs_base()
@@ -160,7 +161,8 @@ class CommonsModel(SocietyModel):
             obs["violators"] = violators
             space = Choice(["none", *(f"fisher {k}" for k in violators)])
             default = "none"
-        return self.request(agent, phase, space, default, obs, self._context(agent, obs), question)
+        shared, own = self._context(agent, obs)
+        return self.request(agent, phase, space, default, obs, shared, question, own_context=own)
 
     def _top_violators(self) -> dict[int, float]:
         """The fishers over the norm with the largest catches (computed once per tick)."""
