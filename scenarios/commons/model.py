@@ -179,7 +179,7 @@ class CommonsModel(SocietyModel):
             }
         return dict(self._base)
 
-    def _context(self, agent: Fisher, obs: Mapping[str, Any]) -> str:
+    def _context(self, agent: Fisher, obs: Mapping[str, Any]) -> tuple[str, str]:
         c = self.config
         last = own = ""
         if obs["last_total"] is not None:
@@ -187,12 +187,13 @@ class CommonsModel(SocietyModel):
             own = tpl.OWN.substitute(own=f"{self.last_catches.get(agent.unique_id, 0):g}")
         norm = tpl.NORM.substitute(norm=f"{self.norm:g}") if self.norm is not None else ""
         said = " ".join(f'fisher {a}: "{m}"' for a, m in self.messages[:MAX_MESSAGES_SHOWN + 1] if a != agent.unique_id)
-        return tpl.SITUATION.substitute(
-            agent=agent.unique_id, fishers=obs["fishers"], month=obs["month"], months=c.months,
+        shared = tpl.SITUATION.substitute(
+            fishers=obs["fishers"], month=obs["month"], months=c.months,
             stock=f"{self.stock:g}", capacity=f"{c.capacity:g}", regrowth=f"{c.regrowth:g}",
-            collapse=f"{c.collapse_below:g}", last=last, norm=norm, own=own,
+            collapse=f"{c.collapse_below:g}", last=last, norm=norm,
             messages=tpl.MESSAGES.substitute(messages=said) if said else "",
         )
+        return shared, tpl.OWN_SITUATION.substitute(agent=agent.unique_id, own=own)
 
     def observe(self, agent: Fisher, phase: str) -> Optional[DecisionRequest]:
         obs = self._obs_base()
@@ -215,8 +216,7 @@ class CommonsModel(SocietyModel):
             own = obs["own_proposal"]
             default = min(self.vote_options, key=lambda k: (abs(self.vote_options[k] - own), self.vote_options[k])) if own is not None else space.options[0]
             proposed = tpl.PROPOSALS.substitute(options=", ".join(self.vote_options))
-            context = self._context(agent, obs) + proposed + belief if agent.policy == "llm" else ""
-            return self.request(agent, phase, space, default, obs, context, question)
+            return self._request(agent, phase, space, default, obs, question, shared_extra=proposed, own_extra=belief)
         elif phase == "harvest":
             space, default = self._harvest_space(), 0.0
         else:
@@ -228,8 +228,15 @@ class CommonsModel(SocietyModel):
             obs["violators"] = violators
             space = Choice(["none", *(f"fisher {k}" for k in violators)])
             default = "none"
-        context = self._context(agent, obs) + belief if agent.policy == "llm" else ""
-        return self.request(agent, phase, space, default, obs, context, question)
+        return self._request(agent, phase, space, default, obs, question, own_extra=belief)
+
+    def _request(self, agent: Fisher, phase: str, space: Any, default: Any, obs: dict, question: str,
+                 shared_extra: str = "", own_extra: str = "") -> DecisionRequest:
+        """The request, with prompt text (shared situation, then the fisher's own) for LLM fishers only."""
+        if agent.policy != "llm":
+            return self.request(agent, phase, space, default, obs, "", question)
+        shared, own = self._context(agent, obs)
+        return self.request(agent, phase, space, default, obs, shared + shared_extra, question, own_context=own + own_extra)
 
     def _question(self, phase: str) -> str:
         cache = self.__dict__.setdefault("_questions", {})

@@ -2,13 +2,15 @@
 
 from string import Template
 
-# The text shared by every fisher comes first, so a batch can compute it once (prefix sharing).
+# The text shared by every fisher (SITUATION) is the request's context; the fisher's own part
+# (OWN_SITUATION) is its own_context, which the prompt renderer puts after the persona (prefix sharing).
 SITUATION = Template(
     "You are one of $fishers fishers sharing a lake. After fishing, the remaining fish multiply by "
     "$regrowth, up to the lake's capacity of $capacity tons. If fewer than $collapse tons remain after "
     "fishing, the lake collapses and nobody earns anything more. Each ton you catch earns you 1. "
-    "It is month $month of $months. The lake holds $stock tons of fish.$norm$last$messages You are fisher $agent.$own"
+    "It is month $month of $months. The lake holds $stock tons of fish.$norm$last$messages"
 )
+OWN_SITUATION = Template("You are fisher $agent.$own")
 LAST = Template(" Last month the fishers caught $total tons in all ($mean tons each on average).")
 OWN = Template(" Last month you caught $own tons.")
 NORM = Template(" The group's agreed limit is $norm tons per fisher.")

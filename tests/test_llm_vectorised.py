@@ -1,0 +1,211 @@
+"""The device-side decoding of the local LM, on a tiny random Llama (fast), against simple per-row references."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agents.llm.local import _feasible, _gumbel  # noqa: E402
+from agents.llm.local_engine import LocalEngine  # noqa: E402
+from agents.llm.prompts import render_messages  # noqa: E402
+from sim.contracts import DecisionRequest  # noqa: E402
+from sim.spaces import Choice, Number, Text  # noqa: E402
+from tests.tiny_lm import tiny_lm  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return tiny_lm()
+
+
+def _prompt(lm, i: int, system: str = "You take part in a simulation.") -> list[int]:
+    msgs = [{"role": "system", "content": system}, {"role": "user", "content": f"Fisher {i}: {'ab ' * (i % 7)}how many tons?"}]
+    return lm.encode([lm.render(msgs)])[0]
+
+
+def _step_scores(lm, ids: list[int], digits: str, lo: int, hi: int) -> tuple[list[str], list[float]]:
+    """Per-row reference: candidates (digits, "" = stop) and their log-probs after `ids` + `digits`, no cache."""
+    x = torch.tensor([ids + [lm.digit_ids[int(c)] for c in digits]])
+    with torch.no_grad():
+        logits = lm.model(input_ids=x).logits[0, -1].to(torch.float64)
+    logp = torch.log_softmax(logits, -1)
+    cands, lps = [], []
+    for d in range(10):
+        if _feasible(digits + str(d), lo, hi):
+            cands.append(str(d))
+            lps.append(float(logp[lm.digit_ids[d]]))
+    if digits and lo <= int(digits) <= hi:
+        cands.append("")
+        lps.append(math.log(max(1e-300, 1 - sum(math.exp(float(logp[t])) for t in lm.digit_ids))))
+    return cands, lps
+
+
+def _reference_greedy(lm, ids, lo, hi) -> int:
+    digits = ""
+    while True:
+        cands, lps = _step_scores(lm, ids, digits, lo, hi)
+        pick = cands[max(range(len(lps)), key=lambda k: (lps[k], -k))]
+        if pick == "":
+            return int(digits)
+        digits += pick
+        if not any(_feasible(digits + str(d), lo, hi) for d in range(10)):
+            return int(digits)
+
+
+def _reference_distribution(lm, ids, lo, hi, temperature) -> dict[int, float]:
+    """The exact distribution of the decoded value: every path enumerated, softmax(lp / T) at each step."""
+    out: dict[int, float] = {}
+
+    def walk(digits: str, p: float) -> None:
+        cands, lps = _step_scores(lm, ids, digits, lo, hi)
+        top = max(lps)
+        w = [math.exp((x - top) / temperature) for x in lps]
+        for c, wi in zip(cands, w):
+            q = p * wi / sum(w)
+            if c == "":
+                out[int(digits)] = out.get(int(digits), 0) + q
+            elif not any(_feasible(digits + c + str(d), lo, hi) for d in range(10)):
+                out[int(digits + c)] = out.get(int(digits + c), 0) + q
+            else:
+                walk(digits + c, q)
+
+    walk("", 1.0)
+    return out
+
+
+def _bounds(rng: random.Random) -> tuple[int, int]:
+    kind = rng.choice(["zero", "one", "four", "any", "point"])
+    if kind == "zero":
+        return 0, rng.choice([0, 1, 9, 10, 100])
+    if kind == "one":
+        lo = rng.randint(0, 9)
+        return lo, rng.randint(lo, 9)
+    if kind == "four":
+        lo = rng.randint(1000, 9999)
+        return lo, rng.randint(lo, 9999)
+    if kind == "point":
+        v = rng.randint(0, 5000)
+        return v, v
+    lo = rng.randint(0, 3000)
+    return lo, lo + rng.randint(0, 20000)
+
+
+def test_numbers_always_in_range_for_random_bounds(lm):
+    rng = random.Random(7)
+    bounds = [_bounds(rng) for _ in range(120)]
+    prompts = [_prompt(lm, i) for i in range(len(bounds))]
+    for temperature in (0.0, 1.0, 3.0):
+        got = lm.decode_numbers(prompts, bounds, temperature, list(range(len(bounds))))
+        for (lo, hi), (value, n) in zip(bounds, got):
+            assert lo <= value <= hi, (lo, hi, value)
+            assert len(str(value)) <= n <= len(str(value)) + 1
+
+
+def test_numbers_at_temperature_zero_equal_the_per_row_reference(lm):
+    rng = random.Random(3)
+    bounds = [_bounds(rng) for _ in range(24)]
+    prompts = [_prompt(lm, i) for i in range(len(bounds))]
+    got = lm.decode_numbers(prompts, bounds, 0.0, [0] * len(bounds))
+    assert [v for v, _ in got] == [_reference_greedy(lm, p, lo, hi) for p, (lo, hi) in zip(prompts, bounds)]
+
+
+@pytest.mark.parametrize("lo,hi,temperature", [(3, 27, 1.0), (0, 9, 2.0)])
+def test_numbers_sampled_match_the_exact_distribution(lm, lo, hi, temperature):
+    """Over 3,000 seeds the empirical distribution is within sampling error of the exact one."""
+    ids = _prompt(lm, 5)
+    exact = _reference_distribution(lm, ids, lo, hi, temperature)
+    assert abs(sum(exact.values()) - 1) < 1e-9
+    n = 3000
+    got = Counter(v for v, _ in lm.decode_numbers([ids] * n, [(lo, hi)] * n, temperature, range(10_000, 10_000 + n)))
+    tv = 0.5 * sum(abs(got.get(v, 0) / n - p) for v, p in exact.items())
+    assert set(got) <= set(exact) and tv < 0.05, (tv, exact, got)
+
+
+def test_choice_picks_follow_softmax_of_scores_and_greedy_is_argmax(lm):
+    ids = _prompt(lm, 2)
+    options = ["none", "fisher 3", "fisher 12", "all"]
+    (_, scores), = lm.choose([ids], [options], 0.0, [0])
+    n, temperature = 3000, 0.5
+    picks = Counter(k for k, _ in lm.choose([ids] * n, [options] * n, temperature, range(n)))
+    top = max(scores)
+    w = [math.exp((s - top) / temperature) for s in scores]
+    tv = 0.5 * sum(abs(picks.get(k, 0) / n - w[k] / sum(w)) for k in range(len(options)))
+    assert tv < 0.04, (tv, scores, picks)
+    assert lm.choose([ids], [options], 0.0, [5])[0][0] == max(range(4), key=lambda k: (scores[k], -k))
+
+
+def test_choice_scores_equal_per_option_reference(lm):
+    """Mean token log-likelihood of each option, computed by one full forward per option."""
+    ids = _prompt(lm, 4)
+    options = ["a", "fisher 3", "none"]
+    (_, scores), = lm.choose([ids], [options], 0.0, [0])
+    for opt, s in zip(options, scores):
+        toks = lm.tokenizer.encode(opt, add_special_tokens=False)
+        with torch.no_grad():
+            logp = torch.log_softmax(lm.model(input_ids=torch.tensor([ids + toks])).logits[0].double(), -1)
+        ref = sum(float(logp[len(ids) - 1 + j, t]) for j, t in enumerate(toks)) / len(toks)
+        assert s == pytest.approx(ref, abs=1e-6)
+
+
+def test_gumbel_noise_is_a_pure_function_of_seed_step_and_token():
+    seeds = torch.tensor([1, 2**62 + 5, 1])
+    ids = torch.tensor([[7, 8, 9], [7, 8, 9], [9, 8, 7]])
+    g = _gumbel(seeds, 2, 3, ids)
+    assert torch.equal(g[0], g[2].flip(0))  # same seed and token: same noise, wherever it sits
+    assert not torch.equal(g[0], g[1]) and not torch.equal(g, _gumbel(seeds, 2, 4, ids))
+    big = _gumbel(torch.arange(4000), 1, 0, torch.zeros(4000, 1, dtype=torch.long)).flatten()
+    assert abs(float(big.mean()) - 0.5772) < 0.06 and abs(float(big.std()) - math.pi / math.sqrt(6)) < 0.06
+
+
+def _req(agent: int, kind: str, persona: str, phase: str, filler: int) -> DecisionRequest:
+    ctx = "You fish in a lake with others. The lake holds 80 tons." + " It rained." * filler
+    if kind == "number":
+        space, default = Number(0, 80 + agent % 5, 1), 0.0
+    elif kind == "choice":
+        space, default = Choice(["none", f"fisher {agent % 4}", "fisher 9"]), "none"
+    else:
+        space, default = Text(6), "ok"
+    return DecisionRequest(agent_id=agent, tick=1, phase=phase, space=space, default=default, backend="llm", context=ctx,
+                           own_context=f"You are fisher {agent}.", question=f"What now ({phase})?", persona=persona,
+                           memory="month 1: caught 3" if agent % 3 == 0 else "", seed=1000 + agent)
+
+
+def test_batch_independence_alone_in_three_and_in_two_hundred_mixed(lm):
+    eng = LocalEngine(lm=lm, temperature=0.9)
+    kinds, personas, phases = ["number", "choice", "text"], ["", "a cautious fisher", "a greedy newcomer"], ["harvest", "talk"]
+    crowd = [_req(i, kinds[i % 3], personas[(i // 3) % 3], phases[i % 2], i % 5) for i in range(200)]
+    probes = [crowd[0], crowd[61], crowd[122], crowd[199], crowd[104]]
+
+    def answer(reqs):
+        return [(a.value, a.tokens_out) for a in eng.answer(reqs, [render_messages(r) for r in reqs])]
+
+    alone = [answer([r])[0] for r in probes]
+    assert answer(probes[:3]) == alone[:3]
+    everyone = answer(crowd)
+    assert [everyone[crowd.index(r)] for r in probes] == alone
+    assert lm.counters["prefix_forwards"] > 0
+
+
+def test_two_templates_compute_two_shared_prefixes_with_answers_equal_to_no_sharing(lm):
+    prompts = [_prompt(lm, i, "You take part in a simulation of a fishing village, and of its lake." if i % 2 else
+                       "Answer briefly; you are an agent in a market game with many traders.") for i in range(16)]
+    bounds = [(0, 50)] * 16
+    before = dict(lm.counters)
+    shared = lm.decode_numbers(prompts, bounds, 0.8, range(16))
+    assert lm.counters["prefix_forwards"] - before["prefix_forwards"] == 2
+    plan = lm._plan(prompts)
+    assert len(plan) == 2 and all(p >= 16 for p, _ in plan)
+    old = lm.min_shared_prefix
+    lm.min_shared_prefix = 10**9  # sharing off: every row forwards its whole prompt
+    try:
+        before = dict(lm.counters)
+        unshared = lm.decode_numbers(prompts, bounds, 0.8, range(16))
+        assert lm.counters["prefix_forwards"] == before["prefix_forwards"]
+    finally:
+        lm.min_shared_prefix = old
+    assert shared == unshared
