@@ -1,0 +1,28 @@
+"""societas: societies of LLM-driven agents on Mesa.
+
+The public Python API (see `sim.api`), importable from here:
+
+    from sim import run, load_run, runs, load_sweep, configure, spec, Result
+
+Names are resolved on first use, so `import sim.<module>` stays light (the CLI starts fast).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["Result", "configure", "spec", "run", "load_run", "runs", "load_sweep"]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
+    from sim.api import Result, configure, load_run, load_sweep, run, runs, spec
+
+
+def __getattr__(name: str) -> Any:
+    if name == "register":
+    
+        return register
+    if name in __all__:
+        from sim import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'sim' has no attribute {name!r}")

@@ -172,13 +172,17 @@ def build_spec(
     policy: Optional[str] = None,
     ticks: Optional[int] = None,
     llm: Optional[dict[str, Any]] = None,
+    overrides: Optional[typing.Mapping[str, Any]] = None,
 ) -> RunSpec:
-    """Merge file, `--set` pairs and flags (later wins), validate, and return a frozen RunSpec."""
+    """Merge file, `--set` pairs, `overrides` (fields given from code) and flags (later wins), validate,
+    and return a frozen RunSpec."""
     from scenarios import get_scenario
 
     cls = get_scenario(scenario)
     data = load_yaml(config_file) if config_file else {}
     data = _deep_merge(data, parse_sets(sets))
+    if overrides:
+        data = _deep_merge(data, dict(overrides))
     if "scenario" in data and data.pop("scenario") != scenario:
         raise UsageError(f"config file is for another scenario than {scenario!r}")
     seed = seed if seed is not None else data.pop("seed", 0)
