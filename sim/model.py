@@ -324,7 +324,7 @@ class SocietyModel(mesa.Model):
                 self.fallbacks += 1
             steps.append(AgentStepRecord(
                 aid, {p: d.value for p, d in mine.items()}, payoffs.get(aid, 0.0), rewards.get(aid, 0.0), bool(fell),
-                agent.policy, "; ".join(f"{d.phase}: {d.reason}" for d in fell) or None, memory,
+                agent.policy, "; ".join([f"{d.phase}: {d.reason}" for d in fell]) if fell else None, memory,
             ))
         record = TickRecord(self.tick, metrics, self.state(), steps, list(self.events), self.status)
         self.last_record = record
