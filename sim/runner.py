@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib.metadata as md
 import math
 import signal
-import threading
-from contextlib import contextmanager
 import platform
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -22,6 +20,7 @@ from sim.broker import Backend, DecisionBroker
 from sim.contracts import RunSpec
 from sim.model import SocietyModel, TickRecord
 from sim.errors import UsageError
+from sim.interrupts import Terminated, shielded, stop_signals
 from sim.store import Store
 
 Progress = Callable[[int, int, TickRecord], None]
@@ -45,32 +44,6 @@ class RunInterrupted(RunFailed):
     def __init__(self, run_id: str, reason: str, exit_code: int = 130) -> None:
         super().__init__(run_id, reason)
         self.exit_code = exit_code
-
-
-class Terminated(BaseException):
-    """Raised in the main thread when SIGTERM or SIGHUP arrives during a run (like KeyboardInterrupt)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextmanager
-def _signals_as_interrupts() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop a run the way Ctrl-C does (main thread only; handlers restored after)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, _frame: Any) -> None:
-        raise Terminated(signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 @dataclass
@@ -166,19 +139,20 @@ def execute(
     started = time.perf_counter()
     total = horizon(spec, cls)
     model: Optional[SocietyModel] = None
-    try:
-        with _signals_as_interrupts():
+    with stop_signals():  # held while the store writes (sim.interrupts), raised anywhere else
+        try:
             for b in backends.values():
                 if hasattr(b, "bind"):
                     b.bind(run_id, spec)
             tick_started = [time.perf_counter()]
 
             def commit(record: TickRecord) -> None:
-                calls = [c for b in backends.values() if hasattr(b, "drain_calls") for c in b.drain_calls()]
-                now = time.perf_counter()
-                if plan is None or plan.commit(record, calls):  # a plan's replayed ticks are checked, not stored
-                    store.record_tick(run_id, record, calls, duration_s=now - tick_started[0])
-                tick_started[0] = now
+                with shielded():  # a tick is committed whole or not at all, and the engine is never left locked
+                    calls = [c for b in backends.values() if hasattr(b, "drain_calls") for c in b.drain_calls()]
+                    now = time.perf_counter()
+                    if plan is None or plan.commit(record, calls):  # a plan's replayed ticks are checked, not stored
+                        store.record_tick(run_id, record, calls, duration_s=now - tick_started[0])
+                    tick_started[0] = now
                 if progress is not None:
                     progress(record.tick, total, record)
 
@@ -189,28 +163,32 @@ def execute(
             last = total if stop_after is None else min(total, stop_after)
             while model.running and model.tick < last:
                 model.step()
-    except (KeyboardInterrupt, Terminated) as exc:
-        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
-        reason = "interrupted" if signum == signal.SIGINT else f"interrupted ({signal.Signals(signum).name})"
-        store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(model))
-        raise RunInterrupted(run_id, reason, 128 + int(signum)) from None
-    except UsageError:
-        # found bad before anything was committed: bad input, nothing kept (a resumed or forked row is never dropped)
-        if plan is None and store.get_run(run_id).ticks == 0:
-            store.delete_run(run_id)
+        except (KeyboardInterrupt, Terminated) as exc:
+            signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+            reason = "interrupted" if signum == signal.SIGINT else f"interrupted ({signal.Signals(signum).name})"
+            with shielded(then_raise=False):  # a second Ctrl-C while recording the first is the same request
+                store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(model))
+            raise RunInterrupted(run_id, reason, 128 + int(signum)) from None
+        except UsageError:
+            # found bad before anything was committed: bad input, nothing kept (a resumed or forked row is never dropped)
+            with shielded(then_raise=False):
+                if plan is None and store.get_run(run_id).ticks == 0:
+                    store.delete_run(run_id)
+                    raise
+                store.finish_run(run_id, "failed", "bad input found mid-run", time.perf_counter() - started, _summary(model))
             raise
-        store.finish_run(run_id, "failed", "bad input found mid-run", time.perf_counter() - started, _summary(model))
-        raise
-    except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported
-        reason = f"{type(exc).__name__}: {exc}"
-        store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(model))
-        raise RunFailed(run_id, reason) from exc
-    cut_short = stop_after is not None and model.running and model.tick < total  # ended by stop_after, not by the world
-    status = model.status if model.status != "running" else ("stopped" if cut_short else "finished")
-    duration = time.perf_counter() - started + (plan.earlier_duration if plan is not None else 0.0)
-    final = _summary(model)
-    reason = model.reason or (f"stopped after tick {model.tick} of {total} on request" if status == "stopped" else None)
-    store.finish_run(run_id, status, reason, duration, final)
+        except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported
+            reason = f"{type(exc).__name__}: {exc}"
+            with shielded(then_raise=False):
+                store.finish_run(run_id, "failed", reason, time.perf_counter() - started, _summary(model))
+            raise RunFailed(run_id, reason) from exc
+        cut_short = stop_after is not None and model.running and model.tick < total  # ended by stop_after, not the world
+        status = model.status if model.status != "running" else ("stopped" if cut_short else "finished")
+        duration = time.perf_counter() - started + (plan.earlier_duration if plan is not None else 0.0)
+        final = _summary(model)
+        reason = model.reason or (f"stopped after tick {model.tick} of {total} on request" if status == "stopped" else None)
+        with shielded(then_raise=False):  # every tick is in: a Ctrl-C now is too late to stop anything
+            store.finish_run(run_id, status, reason, duration, final)
     return RunResult(run_id, spec.scenario, status, model.tick, final, reason, duration, model.fallbacks)
 
 

@@ -7,6 +7,7 @@ All table models live here, beside the engine factory.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import math
 import os
@@ -14,7 +15,7 @@ import socket
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, Optional
 
@@ -25,6 +26,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, S
 from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from sim.errors import UsageError
+from sim.interrupts import shielded
 from sim.model import TickRecord
 
 RUN_STATUSES = ("running", "finished", "failed", "collapsed", "stopped")  # stopped: ended on request before its horizon
@@ -268,6 +270,25 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _shield_methods(cls: type) -> type:
+    """Every public method of `cls` runs shielded from stop signals (sim.interrupts): a Ctrl-C
+    that lands inside SQLAlchemy would otherwise leave the engine's pool locked."""
+    for name, fn in list(vars(cls).items()):
+        if callable(fn) and not name.startswith("_"):
+            setattr(cls, name, _shielded_call(fn))
+    return cls
+
+
+def _shielded_call(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with shielded():
+            return fn(*args, **kwargs)
+
+    return call
+
+
+@_shield_methods
 class Store:
     """Reads and writes runs; every tick is committed in one transaction."""
 
