@@ -104,7 +104,7 @@ class LangChainEngine:
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[list[dict[str, str]]]) -> list[Answer]:
         convo = [list(m) for m in messages]
-        kwargs = [call_kwargs(r.space, self.structured, self.chat_model) for r in requests]
+        kwargs = [call_kwargs(r.space, self.structured, self.chat_model, r.seed) for r in requests]
         out: list[Answer | None] = [None] * len(requests)
         attempts = [0] * len(requests)
         errors: dict[int, str] = {}

@@ -310,12 +310,13 @@ def resolve_mode(mode: str, chat_model: Any) -> str:
     return "json_schema" if openai_compatible(chat_model) else "none"
 
 
-def call_kwargs(space: Space, mode: str, chat_model: Any) -> dict[str, Any]:
+def call_kwargs(space: Space, mode: str, chat_model: Any, seed: int | None = None) -> dict[str, Any]:
     """Keyword arguments for `chat_model.invoke(messages, **kwargs)`: the constraint and the bound.
 
     The constraint goes in `extra_body` (merged into the request body by the OpenAI client), so the
-    chat class does not reinterpret it. A class without `extra_body` gets only `max_tokens`, and
-    that only when it has such a field.
+    chat class does not reinterpret it. An OpenAI-compatible class also gets the request's `seed`
+    (servers that honour it, llama.cpp's and vLLM's, then answer reproducibly). A class without
+    `extra_body` gets only `max_tokens`, and that only when it has such a field.
     """
     fields = getattr(type(chat_model), "model_fields", {}) or {}
     kwargs: dict[str, Any] = {}
@@ -323,9 +324,16 @@ def call_kwargs(space: Space, mode: str, chat_model: Any) -> dict[str, Any]:
         bound = max_tokens_for(space, mode)
         own = getattr(chat_model, "max_tokens", None)  # the user's own cap, if lower, is kept
         kwargs["max_tokens"] = min(bound, own) if isinstance(own, int) and own > 0 else bound
-    if mode == "none" or not openai_compatible(chat_model):
+    if not openai_compatible(chat_model):
         return kwargs
-    if mode == "json_schema":
+    if seed is not None:
+        kwargs["seed"] = int(seed) % 2 ** 31
+    # langchain-openai sends the bound as `max_completion_tokens` (OpenAI's name, honoured by vLLM);
+    # llama.cpp's servers read only the legacy `max_tokens`, so the others get it in the body too
+    legacy = {} if mode == "json_schema" or "max_tokens" not in kwargs else {"max_tokens": kwargs["max_tokens"]}
+    if mode == "none":
+        body: dict[str, Any] = {}
+    elif mode == "json_schema":
         body = {"response_format": response_format(space)}
     elif mode == "vllm":
         body = vllm_fields(space)
@@ -333,5 +341,7 @@ def call_kwargs(space: Space, mode: str, chat_model: Any) -> dict[str, Any]:
         body = {"grammar": gbnf(space)}
     else:
         raise ValueError(f"unknown structured mode {mode!r}")
-    kwargs["extra_body"] = {**(getattr(chat_model, "extra_body", None) or {}), **body}
+    body = {**legacy, **body}
+    if body:
+        kwargs["extra_body"] = {**(getattr(chat_model, "extra_body", None) or {}), **body}
     return kwargs
