@@ -50,12 +50,13 @@ def make_llm_backend(spec: RunSpec, store: Any, *, cache_only: bool = False) -> 
     from agents.llm.langchain_engine import LangChainEngine, load_chat_model
 
     model_id = f"langchain:{llm.cls}:" + ",".join(f"{k}={v}" for k, v in sorted(llm.args.items()) if "key" not in k.lower())
-    sampling = {"temperature": llm.temperature}
+    # the constraint changes the answers, so it is part of every cache key
+    sampling = {"temperature": llm.temperature, "structured": llm.structured, "parse": "strict"}
 
     def build() -> LangChainEngine:
         chat = load_chat_model(llm.cls or "", dict(llm.args))
         return LangChainEngine(chat, model_id, max_concurrency=llm.max_concurrency, timeout_s=llm.timeout_s,
-                               max_retries=llm.max_retries, sampling=sampling)
+                               max_retries=llm.max_retries, sampling=sampling, structured=llm.structured)
 
     if cache_only:
         return LLMBackend(model_id, sampling, engine_factory=build, store=store, cache_only=True)

@@ -2,6 +2,11 @@
 
 - each call runs under a per-call timeout and a process-wide concurrency limit per model;
 - timeouts and connection errors are retried with exponential backoff;
+- the decision's space goes to the server as its structured-output constraint (`llm.structured`:
+  a JSON schema, vLLM guided fields or a llama.cpp grammar, see agents/llm/structured.py) and
+  every call's `max_tokens` is bounded by what the space needs;
+- answers are parsed strictly (`parse_strict`: the answer is the value, or a marked
+  `ANSWER: value`); a number picked out of a ramble is a parse failure;
 - an answer that cannot be parsed is retried with a corrective message (bounded), then the
   request falls back to its default (recorded by the backend);
 - when every call of a batch fails with an error (the server is unreachable), the engine
@@ -19,8 +24,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from agents.llm.backend import Answer
-from agents.llm.parse import parse_answer
+from agents.llm.parse import parse_strict
 from agents.llm.prompts import retry_message
+from agents.llm.structured import call_kwargs, resolve_mode
 from sim.broker import BackendUnavailable
 from sim.contracts import DecisionRequest
 from sim.errors import UsageError
@@ -67,8 +73,10 @@ class LangChainEngine:
     transient = (TimeoutError, FutureTimeout, ConnectionError, OSError)
 
     def __init__(self, chat_model: Any, model_id: str, *, max_concurrency: int = 8, timeout_s: float = 60.0,
-                 max_retries: int = 2, backoff_s: float = 0.5, sampling: dict[str, Any] | None = None) -> None:
+                 max_retries: int = 2, backoff_s: float = 0.5, sampling: dict[str, Any] | None = None,
+                 structured: str = "auto") -> None:
         self.chat_model = chat_model
+        self.structured = resolve_mode(structured, chat_model)
         self.model_id = model_id
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
@@ -78,16 +86,17 @@ class LangChainEngine:
         self._limit = _limit(model_id, max_concurrency)
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="societas-llm")
 
-    def _invoke(self, messages: list[Any]) -> Any:
+    def _invoke(self, call: tuple[list[Any], dict[str, Any]]) -> Any:
+        messages, kwargs = call
         with self._limit:
-            future = self._pool.submit(self.chat_model.invoke, messages)
+            future = self._pool.submit(self.chat_model.invoke, messages, **kwargs)
             try:
                 return future.result(timeout=self.timeout_s)
             except FutureTimeout:
                 future.cancel()
                 raise TimeoutError(f"no answer within {self.timeout_s:g}s") from None
 
-    def _batch(self, conversations: list[list[Any]]) -> list[Any]:
+    def _batch(self, conversations: list[tuple[list[Any], dict[str, Any]]]) -> list[Any]:
         from langchain_core.runnables import RunnableLambda
 
         runnable = RunnableLambda(self._invoke)
@@ -95,6 +104,7 @@ class LangChainEngine:
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[list[dict[str, str]]]) -> list[Answer]:
         convo = [list(m) for m in messages]
+        kwargs = [call_kwargs(r.space, self.structured, self.chat_model, r.seed) for r in requests]
         out: list[Answer | None] = [None] * len(requests)
         attempts = [0] * len(requests)
         errors: dict[int, str] = {}
@@ -105,7 +115,7 @@ class LangChainEngine:
                 break
             if attempt:
                 time.sleep(min(self.backoff_s * 2 ** (attempt - 1), 10.0) if crashed & set(todo) else 0.0)
-            results = self._batch([_to_lc(convo[i]) for i in todo])
+            results = self._batch([(_to_lc(convo[i]), kwargs[i]) for i in todo])
             again = []
             for i, res in zip(todo, results):
                 attempts[i] += 1
@@ -118,7 +128,7 @@ class LangChainEngine:
                 text = str(getattr(res, "content", res))
                 usage = getattr(res, "usage_metadata", None) or {}
                 try:
-                    value = parse_answer(text, requests[i].space)
+                    value = parse_strict(text, requests[i].space)
                 except SpaceError as exc:
                     errors[i] = f"unparseable: {exc}"
                     convo[i] = convo[i] + [{"role": "assistant", "content": text}, retry_message(str(exc), requests[i])]

@@ -51,3 +51,70 @@ def _json(text: str) -> Any:
         return json.loads(match.group(0))
     except json.JSONDecodeError:
         return None
+
+
+# --- strict parsing (served models without a constraint, and constrained answers alike) -------
+
+_MARKED = re.compile(r"^\s*(?:\*\*)?\s*(?:final\s+)?answer\s*(?:\*\*)?\s*[:=]\s*(?:\*\*)?(.*?)(?:\*\*)?\s*$", re.I | re.M)
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+_STRICT_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+
+
+def parse_strict(text: str, space: Space) -> Any:
+    """The value of `text` for `space` only when the answer IS the value, or marks it clearly.
+
+    Accepted: the whole answer is the value (whitespace, quotes, a final period, `**bold**` and a
+    ```json fence stripped); a JSON object that is the whole answer (a Form's fields, or one key
+    such as {"answer": 7}); one line `ANSWER: <value>` (all such lines agreeing). Anything else
+    raises SpaceError: a number fished out of a ramble is not a decision.
+    """
+    text = (text or "").strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    if not text:
+        raise SpaceError("empty answer")
+    try:
+        return _whole(text, space)
+    except SpaceError as whole_error:
+        marked = {m.strip() for m in _MARKED.findall(text)}
+        if len(marked) == 1:
+            return _whole(marked.pop(), space)
+        if len(marked) > 1:
+            raise SpaceError(f"several different marked answers {sorted(marked)[:3]}") from None
+        raise whole_error
+
+
+def _whole(text: str, space: Space) -> Any:
+    data = None
+    if text.startswith("{") and text.endswith("}"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            raise SpaceError(f"malformed JSON {text[:60]!r}") from None
+    if isinstance(space, Form):
+        if not isinstance(data, dict):
+            raise SpaceError(f"the answer is not a JSON object: {text[:60]!r}")
+        return space.validate(data)
+    if isinstance(data, dict):
+        if len(data) != 1:
+            raise SpaceError(f"expected one value, got keys {list(data)[:5]}")
+        value = next(iter(data.values()))
+        if isinstance(space, Number) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return space.validate(value)
+        text = str(value).strip()
+    bare = text.strip().strip("*").strip().strip("\"'`").strip()
+    if isinstance(space, Text):
+        if not bare:
+            raise SpaceError("empty answer")
+        if len(bare) > 8 * space.max_tokens:
+            raise SpaceError(f"text longer than {space.max_tokens} tokens allow")
+        return space.validate(bare)
+    bare = bare.rstrip(".").strip()
+    if isinstance(space, Number):
+        if not _STRICT_NUMBER.fullmatch(bare):
+            raise SpaceError(f"the answer is not a number: {text[:60]!r}")
+        return space.validate(bare)
+    if isinstance(space, Choice):
+        return space.validate(bare)
+    raise SpaceError(f"unsupported space {type(space).__name__}")
