@@ -4,6 +4,7 @@ A page asks for generated content with a marker on a line of its own:
 
     <!-- gen: config NAME -->     the scenario's Config fields: type, default, bounds, description
     <!-- gen: metrics NAME -->    its per-tick and final metrics with their formulas and sources
+    <!-- gen: configs NAME -->    its built-in config files with their leading comment
     <!-- gen: scenarios -->       every registered scenario, with a link to its page
     <!-- gen: llm -->             the llm.* keys (sim.contracts.LLMSpec)
     <!-- gen: cli -->             every `societas` command: usage, help and options (walked from the typer app)
@@ -95,6 +96,31 @@ def gen_metrics(name: str, page: str = "") -> str:
     return "\n\n".join(parts)
 
 
+def gen_configs(name: str, page: str = "") -> str:
+    """The scenario's built-in configs (scenarios/NAME/configs/*.yaml) with their leading comment."""
+    cls = _scenario(name)
+    folder = Path(inspect.getfile(cls)).parent / "configs"
+    rows = ["| file | what it sets up |", "| --- | --- |"]
+    for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+        comment = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.startswith("#"):
+                break
+            comment.append(line.lstrip("#").strip())
+        text = " ".join(comment) or ", ".join(k for k in _yaml_keys(path))
+        rows.append(f"| `{path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name}` | {_cell(text)} |")
+    if len(rows) == 2:
+        return "No built-in configs."
+    return "\n".join(rows)
+
+
+def _yaml_keys(path: Path) -> list[str]:
+    import yaml
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return [f"{k}={v}" for k, v in data.items()] if isinstance(data, dict) else []
+
+
 def gen_scenarios(_: str | None = None, page: str = "") -> str:
     import posixpath
 
@@ -182,7 +208,7 @@ def gen_cli(_: str | None = None, page: str = "") -> str:
     return "\n".join(lines)
 
 
-GENERATORS = {"config": gen_config, "metrics": gen_metrics, "scenarios": gen_scenarios, "llm": gen_llm, "cli": gen_cli}
+GENERATORS = {"config": gen_config, "configs": gen_configs, "metrics": gen_metrics, "scenarios": gen_scenarios, "llm": gen_llm, "cli": gen_cli}
 
 
 def render(markdown: str, where: str = "") -> str:
