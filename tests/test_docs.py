@@ -94,6 +94,30 @@ def test_unknown_marker_or_scenario_fails_the_build():
     assert gen.render("<!-- not a gen marker -->") == "<!-- not a gen marker -->"
 
 
+def test_a_registered_scenario_without_a_page_gets_a_generated_one(monkeypatch):
+    from mkdocs.config import load_config
+    from mkdocs.structure.files import get_files
+
+    import scenarios
+    from scenarios.commons import CommonsModel
+
+    class Extra(CommonsModel):
+        """A scenario registered with no hand-written page."""
+
+        name = "extra_scenario"
+        description = "a scenario only the registry knows"
+
+    monkeypatch.setitem(scenarios.REGISTRY, Extra.name, Extra)
+    gen = _gen()
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    files = config.plugins.on_files(get_files(config), config=config)  # as `mkdocs build` runs the hook
+    page = files.get_file_from_path("scenarios/extra_scenario.md")
+    assert page is not None and files.get_file_from_path("scenarios/commons.md") is not None
+    text = gen.render(page.content_string, page.src_uri)
+    assert "a scenario only the registry knows" in text and "`fishers`" in text and "`survival_time`" in text
+    assert "[`extra_scenario`](extra_scenario.md)" in gen.render("<!-- gen: scenarios -->", "scenarios/index.md")
+
+
 # ----- slow: the strict build ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
