@@ -59,8 +59,12 @@ def _scenario(name: str) -> Any:
 def _fields_table(model: Any, prefix: str = "") -> str:
     from sim.cli import _fields
 
+    from sim.model import ScenarioConfig
+
+    shared = set(ScenarioConfig.model_fields) if model is not ScenarioConfig else set()
     rows = ["| key | type | default | bounds | meaning |", "| --- | --- | --- | --- | --- |"]
-    for f in _fields(model):
+    # the scenario's own keys first, then those every scenario has (reward layer, population, memory)
+    for f in sorted(_fields(model), key=lambda f: f["name"] in shared):
         default = f["default"]
         default = "—" if default is None else _code(default if not isinstance(default, list) else default or "[]")
         rows.append(f"| `{prefix}{f['name']}` | {_cell(f['type'])} | {default} | {_cell(f['bounds'])} | {_cell(f['help'])} |")
