@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bootstrapped
 
-.PHONY: bootstrap run test test-fast bench app clean
+.PHONY: bootstrap run test test-fast bench app docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,8 +32,12 @@ test-fast: bootstrap
 app: bootstrap
 	$(VENV)/bin/streamlit run app.py $(if $(DB),-- --db $(DB),)
 
+# the documentation site into site/ (warnings are errors); `.venv/bin/mkdocs serve` previews it live
+docs: bootstrap
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 bench: bootstrap
 	$(PY) benchmarks/llm_throughput.py
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info site
