@@ -2,25 +2,29 @@
 
 The public Python API (see `sim.api`), importable from here:
 
-    from sim import run, load_run, runs, load_sweep, configure, spec, Result
+    from sim import run, load_run, runs, load_sweep, configure, spec, Result, register, register_strategy
 
 Names are resolved on first use, so `import sim.<module>` stays light (the CLI starts fast).
+`register` and `register_strategy` come from `scenarios` (user-defined scenarios and strategies).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Result", "configure", "spec", "run", "load_run", "runs", "load_sweep"]
+__all__ = ["Result", "configure", "spec", "run", "load_run", "runs", "load_sweep", "register", "register_strategy"]
+_FROM_SCENARIOS = ("register", "register_strategy")
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
+    from scenarios import register, register_strategy
     from sim.api import Result, configure, load_run, load_sweep, run, runs, spec
 
 
 def __getattr__(name: str) -> Any:
-    if name == "register":
-    
-        return register
+    if name in _FROM_SCENARIOS:
+        import scenarios
+
+        return getattr(scenarios, name)
     if name in __all__:
         from sim import api
 

@@ -164,7 +164,7 @@ def validate_config(config_cls: type[BaseModel], data: dict[str, Any]) -> BaseMo
 
 
 def build_spec(
-    scenario: str,
+    scenario: Any,
     *,
     config_file: Optional[str] = None,
     sets: typing.Sequence[str] = (),
@@ -175,15 +175,22 @@ def build_spec(
     overrides: Optional[typing.Mapping[str, Any]] = None,
 ) -> RunSpec:
     """Merge file, `--set` pairs, `overrides` (fields given from code) and flags (later wins), validate,
-    and return a frozen RunSpec."""
-    from scenarios import get_scenario
+    and return a frozen RunSpec.
 
+    `scenario` is a registered name, a `module:Class` / `path/to/file.py:Class` reference or a class;
+    the spec holds what `scenarios.reference_of` makes of it (built-in names unchanged, file paths
+    absolute), so that a later process can load the class again.
+    """
+    from scenarios import get_scenario, reference_of
+
+    given = scenario if isinstance(scenario, str) else None
+    scenario = reference_of(scenario)
     cls = get_scenario(scenario)
     data = load_yaml(config_file) if config_file else {}
     data = _deep_merge(data, parse_sets(sets))
     if overrides:
         data = _deep_merge(data, dict(overrides))
-    if "scenario" in data and data.pop("scenario") != scenario:
+    if "scenario" in data and data.pop("scenario") not in (scenario, given, cls.name):
         raise UsageError(f"config file is for another scenario than {scenario!r}")
     seed = seed if seed is not None else data.pop("seed", 0)
     data.pop("seed", None)

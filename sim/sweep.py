@@ -43,19 +43,28 @@ ENDED = ("finished", "collapsed")
 # ----- the sweep file -------------------------------------------------------------------------------------
 def load_sweep(path: str | Path) -> dict[str, Any]:
     """Read and validate a sweep file; UsageError naming the file and the key otherwise."""
-    return parse_sweep(load_yaml(path), str(path))
+    return parse_sweep(load_yaml(path), str(path), base_dir=Path(path).parent)
 
 
-def parse_sweep(data: dict[str, Any], where: str = "sweep") -> dict[str, Any]:
-    """The normalised definition: every key present, seeds as a list, grid values as lists."""
-    from scenarios import REGISTRY
+def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[Path] = None) -> dict[str, Any]:
+    """The normalised definition: every key present, seeds as a list, grid values as lists.
+
+    `scenario` is a registered name or a reference (`module:Class`, `file.py:Class`: a relative
+    path is taken from `base_dir`, the sweep file's folder); it is stored as `scenarios.reference_of` makes it.
+    """
+    from scenarios import REGISTRY, is_reference, reference_of
 
     unknown = [k for k in data if k not in KEYS]
     if unknown:
         raise UsageError(f"{where}: unknown key {unknown[0]!r}; valid keys: {', '.join(KEYS)}")
     scenario = data.get("scenario")
-    if scenario not in REGISTRY:
-        raise UsageError(f"{where}: bad value for 'scenario': {scenario!r}; valid: {', '.join(sorted(REGISTRY))}")
+    if not isinstance(scenario, str) or (scenario not in REGISTRY and not is_reference(scenario)):
+        raise UsageError(f"{where}: bad value for 'scenario': {scenario!r}; valid: {', '.join(sorted(REGISTRY))}, "
+                         "or a reference module:Class or path/to/file.py:Class")
+    try:
+        scenario = reference_of(scenario, base=base_dir)
+    except UsageError as exc:
+        raise UsageError(f"{where}: bad value for 'scenario': {exc}") from None
     base = data.get("base") or {}
     grid = data.get("grid") or {}
     if not isinstance(base, dict):
