@@ -14,15 +14,13 @@ line in `REGISTRY` below. A scenario of your own needs no change here:
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional, TypeVar, Union, overload
 
+from sim import refs
 from sim.errors import UsageError
 from sim.model import SocietyModel
 from scenarios.commons import CommonsModel
@@ -31,7 +29,7 @@ from scenarios.market import MarketModel
 from scenarios.social import SocialModel
 
 __all__ = ["REGISTRY", "BUILTIN", "get_scenario", "find_scenario", "reference_of", "register", "register_strategy",
-           "is_reference"]
+           "is_reference", "load_strategy"]
 
 M = TypeVar("M", bound=type[SocietyModel])
 F = TypeVar("F", bound=Callable[..., Any])
@@ -124,7 +122,7 @@ def register_strategy(scenario: Union[str, type[SocietyModel]], name: str) -> Ca
 # ----- lookup -------------------------------------------------------------------------------------------------
 def is_reference(ref: str) -> bool:
     """Whether `ref` names a class by `module:Class` or `path/to/file.py:Class` (not a registered name)."""
-    return ":" in ref
+    return refs.is_reference(ref)
 
 
 def get_scenario(ref: Union[str, type[SocietyModel]]) -> type[SocietyModel]:
@@ -170,12 +168,9 @@ def reference_of(scenario: Union[str, type[SocietyModel]], *, base: Optional[Pat
                 return scenario
             return _class_reference(dict.__getitem__(REGISTRY, scenario), scenario)
         if is_reference(scenario):
-            target, cls_name = scenario.rsplit(":", 1)
-            if _is_path(target):
-                path = Path(target).expanduser()
-                if not path.is_absolute():
-                    path = (base or Path.cwd()) / path
-                ref = f"{os.path.abspath(path)}:{cls_name}"
+            target = scenario.rpartition(":")[0]
+            if refs.is_path(target):
+                ref = refs.absolute(scenario, base)
                 _load_reference(ref, shown=scenario)  # must load
                 return ref
             get_scenario(scenario)
@@ -196,7 +191,7 @@ def _class_reference(cls: type[SocietyModel], fallback: str) -> str:
             return fallback
         raise UsageError(f"{qual} cannot be named for a later run: define it at the top level of a module or file, "
                          "or decorate it with @register")
-    loaded = _FILE_MODULES_BY_NAME.get(cls.__module__)
+    loaded = refs.file_of_module(cls.__module__)
     if loaded is not None:
         return f"{loaded}:{qual}"
     if "." in cls.__module__:
@@ -208,99 +203,37 @@ def _class_reference(cls: type[SocietyModel], fallback: str) -> str:
 
 
 # ----- loading references -------------------------------------------------------------------------------------
-_FILE_MODULES_BY_NAME: dict[str, str] = {}  # synthetic module name -> absolute file path
-_BY_PATH: dict[str, Any] = {}  # absolute file path -> the module loaded from it
-
-
-def _is_path(target: str) -> bool:
-    return target.endswith(".py") or "/" in target or os.sep in target
-
-
 def _load_reference(ref: str, shown: Optional[str] = None) -> type[SocietyModel]:
     """The class `ref` names; error messages quote `shown` (what the user wrote) when given."""
     shown = shown or ref
-    target, _, cls_name = ref.rpartition(":")
-    if not target or not cls_name:
-        raise UsageError(f"bad scenario reference {shown!r}: expected module:Class or path/to/file.py:Class")
-    module = _import_file(target, shown.rpartition(":")[0]) if _is_path(target) else _import_module(target)
-    obj: Any = module
-    for part in cls_name.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            found = sorted(n for n, v in vars(module).items()
-                           if isinstance(v, type) and issubclass(v, SocietyModel) and v is not SocietyModel)
-            raise UsageError(f"{shown.rpartition(':')[0]} has no class {cls_name!r}; scenario classes there: "
-                             f"{', '.join(found) or 'none'}")
+    module, obj = refs.load_object(ref, "scenario", shown)
+    cls_name = ref.rpartition(":")[2]
+    if obj is None:
+        found = sorted(n for n, v in vars(module).items()
+                       if isinstance(v, type) and issubclass(v, SocietyModel) and v is not SocietyModel)
+        raise UsageError(f"{shown.rpartition(':')[0]} has no class {cls_name!r}; scenario classes there: "
+                         f"{', '.join(found) or 'none'}")
     if not (isinstance(obj, type) and issubclass(obj, SocietyModel)) or obj is SocietyModel:
         kind = "a class" if isinstance(obj, type) else f"a {type(obj).__name__}"
         raise UsageError(f"{shown} is not a SocietyModel subclass (it is {kind})")
     return obj
 
 
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, SyntaxError):
-        return f"SyntaxError: {exc.msg} (line {exc.lineno})"
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:200]}"
+def load_strategy(ref: str, shown: Optional[str] = None) -> Callable[..., Any]:
+    """The scripted strategy `(request, rng) -> value` that `module:function` / `path/to/file.py:function` names.
 
-
-def _import_file(target: str, given: str = "") -> Any:
-    path = Path(target).expanduser()
-    shown = repr(given or target)
-    if not path.exists():
-        raise UsageError(f"scenario file {shown} does not exist")
-    if not path.is_file() or path.suffix != ".py":
-        raise UsageError(f"scenario file {shown} is not a .py file")
-    path = Path(os.path.abspath(path))
-    loaded = _BY_PATH.get(str(path)) or _loaded_from(path)
-    if loaded is not None:  # imported already (e.g. `import my_scenario` in a script): the same classes
-        return loaded
-    mod_name = "societas_user_" + path.stem.replace("-", "_") + "_" + hashlib.sha1(str(path).encode()).hexdigest()[:8]
-    if mod_name in sys.modules:
-        return sys.modules[mod_name]
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot import scenario file {shown}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    _FILE_MODULES_BY_NAME[mod_name] = str(path)
-    _BY_PATH[str(path)] = module
-    folder = str(path.parent)
-    added = folder not in sys.path
-    if added:  # the file may import its neighbours
-        sys.path.insert(0, folder)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - the user's code: any failure is bad input, said in one line
-        sys.modules.pop(mod_name, None)
-        _FILE_MODULES_BY_NAME.pop(mod_name, None)
-        _BY_PATH.pop(str(path), None)
-        raise UsageError(f"cannot import scenario file {shown}: {_one_line(exc)}") from None
-    finally:
-        if added and folder in sys.path:
-            sys.path.remove(folder)
-    return module
-
-
-def _loaded_from(path: Path) -> Any:
-    """A module already imported from the file `path`, if any."""
-    wanted = str(path)
-    for name, module in list(sys.modules.items()):
-        source = getattr(module, "__file__", None)
-        if source and name != "__main__" and source.endswith(".py") and os.path.abspath(source) == wanted:
-            return module
-    return None
-
-
-def _import_module(target: str) -> Any:
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:  # as `python -m`: modules in the current directory are found
-        sys.path.append(cwd)
-    try:
-        return importlib.import_module(target)
-    except ModuleNotFoundError as exc:
-        if exc.name and (target == exc.name or target.startswith(exc.name + ".")):
-            raise UsageError(f"cannot import scenario module {target!r}: no module named {exc.name!r}") from None
-        raise UsageError(f"cannot import scenario module {target!r}: {_one_line(exc)}") from None
-    except Exception as exc:  # noqa: BLE001
-        raise UsageError(f"cannot import scenario module {target!r}: {_one_line(exc)}") from None
+    One-line UsageError for a missing file, module or function, an import error, or an object that is
+    not a function.
+    """
+    shown = shown or ref
+    module, obj = refs.load_object(ref, "strategy", shown)
+    if obj is None:
+        found = sorted(n for n, v in vars(module).items()
+                       if callable(v) and not isinstance(v, type) and not n.startswith("_")
+                       and getattr(v, "__module__", None) == module.__name__)
+        raise UsageError(f"{shown.rpartition(':')[0]} has no function {ref.rpartition(':')[2]!r}; functions there: "
+                         f"{', '.join(found) or 'none'}")
+    if isinstance(obj, type) or not callable(obj):
+        raise UsageError(f"strategy {shown} is not a function (request, rng) -> value (it is a "
+                         f"{'class' if isinstance(obj, type) else type(obj).__name__})")
+    return obj

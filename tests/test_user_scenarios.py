@@ -248,3 +248,97 @@ def test_stored_references_are_found_by_readers_of_runs(tmp_path):
     assert REGISTRY.get(f"{path}:Auction").name == "auction_user"
     assert REGISTRY.get(f"{tmp_path / 'gone.py'}:Auction") is None
     assert json.loads(json.dumps(reference_of(f"{path}:Auction"))) == f"{path}:Auction"
+
+
+# ----- user strategies and prompt templates by reference ------------------------------------------------------
+STRATEGIES_FILE = '''
+def one_ton(request, rng):
+    return 1.0 if request.phase == "harvest" else "none"
+
+NOT_A_FUNCTION = 3
+'''
+
+
+def test_a_strategy_file_referenced_from_the_config_decides_and_replays(tmp_path, db_url, monkeypatch):
+    """A population group's strategy `file.py:function` (relative) is stored absolute; its agents use it; replay matches."""
+    from analysis.replay import replay_run
+    from sim.store import Store
+
+    (tmp_path / "mine.py").write_text(STRATEGIES_FILE)
+    monkeypatch.chdir(tmp_path)
+    r = sim.run("commons", db=db_url, fishers=3, months=2,
+                population=[{"count": 2, "strategy": "mine.py:one_ton"}, {"count": 1, "strategy": "greedy"}])
+    ref = f"{tmp_path / 'mine.py'}:one_ton"
+    assert [g["strategy"] for g in r.spec.config["population"]] == [ref, "greedy"]
+    harvests = [json.loads(a)["harvest"] for a in r.steps.sort_values(["tick", "agent_id"])["action"]]
+    assert harvests.count(1.0) >= 4 and r.fallbacks == 0  # the two one_ton fishers, both months
+    monkeypatch.chdir("/")  # another directory: the stored absolute reference still loads
+    assert replay_run(Store(db_url), r.run_id)["matched"]
+
+
+@pytest.mark.parametrize("strategy, expected", [
+    ("mine.py:nope", "has no function 'nope'; functions there: one_ton"),
+    ("mine.py:NOT_A_FUNCTION", "is not a function (request, rng) -> value (it is a int)"),
+    ("gone.py:f", "gone.py' does not exist"),
+    ("cautious", "bad value for 'population.strategy': 'cautious'; valid:"),
+])
+def test_a_bad_strategy_reference_is_one_line_and_exit_2(strategy, expected, tmp_path, db_url, monkeypatch, capsys):
+    (tmp_path / "mine.py").write_text(STRATEGIES_FILE)
+    monkeypatch.chdir(tmp_path)
+    code, lines = _main(monkeypatch, capsys, "run", "commons", "--set", "fishers=2",
+                        "--set", f"population=[{{count: 2, strategy: '{strategy}'}}]", "--db", db_url)
+    assert code == 2 and len(lines) == 1 and expected in lines[0], lines
+    assert not (tmp_path / "runs.db").exists()
+
+
+TEMPLATE_FILE = '''
+from sim import PromptTemplate
+
+TERSE = PromptTemplate(system="You are a terse fisher.", user="${context}\\n${persona}${own}\\nQ: ${question} (${space})")
+
+
+def plain(request):
+    return [{"role": "user", "content": "PLAIN " + request.question}]
+'''
+
+
+@pytest.mark.parametrize("name, marker", [("TERSE", "You are a terse fisher."), ("plain", "PLAIN ")])
+def test_a_prompt_template_by_reference_shapes_the_prompts_and_replays(name, marker, tmp_path, db_url, monkeypatch):
+    """llm.template `file.py:NAME` (a PromptTemplate or a function) renders every LLM prompt; the stored
+    reference makes the replay's cache keys the same."""
+    from analysis.replay import replay_run
+    from sim.store import Store
+
+    (tmp_path / "prompts.py").write_text(TEMPLATE_FILE)
+    monkeypatch.chdir(tmp_path)
+    r = sim.run("commons", db=db_url, policy="llm", fishers=2, months=1, talk=False,
+                llm={"provider": "langchain", "cls": "tests.fakechat:HashChat", "template": f"prompts.py:{name}"})
+    assert r.spec.llm.template == f"{tmp_path / 'prompts.py'}:{name}"
+    prompts = list(r.llm_calls["prompt"])
+    assert prompts and all(marker in p for p in prompts)
+    assert not any("You take part in a simulation" in p for p in prompts)  # the built-in system text is gone
+    assert replay_run(Store(db_url), r.run_id)["matched"]
+
+
+def test_a_registered_template_and_bad_templates(tmp_path, db_url, monkeypatch):
+    """register_template names a template in this process; unknown names, bad placeholders and
+    non-templates are one-line UsageErrors before anything is stored."""
+    from agents.llm import prompts
+
+    monkeypatch.setattr(prompts, "PROMPT_TEMPLATES", {})
+    sim.register_template("shout")(sim.PromptTemplate(system="SHOUT."))
+    llm = {"provider": "langchain", "cls": "tests.fakechat:HashChat"}
+    r = sim.run("commons", db=db_url, policy="llm", fishers=2, months=1, talk=False,
+                llm={**llm, "template": "shout"})
+    assert all(p.startswith("[system] SHOUT.") for p in r.llm_calls["prompt"])
+    (tmp_path / "prompts.py").write_text(TEMPLATE_FILE + "\nNUMBER = 3\n")
+    (tmp_path / "bad.py").write_text("from sim import PromptTemplate\nT = PromptTemplate(user='${nonsense}')\n")
+    for template, expected in [("whisper", "unknown template 'whisper'; valid: default, shout"),
+                               (f"{tmp_path}/prompts.py:NUMBER", "is not a PromptTemplate or a function"),
+                               (f"{tmp_path}/prompts.py:NOPE", "has no template 'NOPE'; PromptTemplates there: TERSE"),
+                               (f"{tmp_path}/bad.py:T", "unknown placeholder ${nonsense}")]:
+        with pytest.raises(UsageError, match=None) as err:
+            sim.spec("commons", policy="llm", llm={**llm, "template": template})
+        assert expected in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="built-in"):
+        sim.register_template("default")
