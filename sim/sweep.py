@@ -31,7 +31,7 @@ from typing import Any, Optional
 from pydantic import ValidationError
 from sqlmodel import Session, select
 
-from sim.config import _check_population, _deep_merge, describe_error, load_yaml, validate_config
+from sim.config import _absolute_refs, _check_population, _deep_merge, describe_error, load_yaml, validate_config
 from sim.contracts import LLMSpec, RunSpec
 from sim.errors import UsageError
 from sim.store import Run, Store, SweepRow
@@ -80,8 +80,15 @@ def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[P
     policy = data.get("policy", "scripted")
     if policy not in ("scripted", "llm"):
         raise UsageError(f"{where}: bad value for 'policy': {policy!r}; valid: scripted, llm")
+    # strategy and template references in the file are relative to the file, like its scenario
+    base = _absolute_refs(base, base_dir)
+    grid = {k: [_absolute_refs(_nest({k: v}), base_dir) for v in values] for k, values in grid.items()}
+    grid = {k: [_get_path(v, k) for v in values] for k, values in grid.items()}
+    llm_block = data.get("llm") or {}
+    if isinstance(llm_block, dict):
+        llm_block = _absolute_refs({"llm": llm_block}, base_dir)["llm"]
     definition = {"scenario": scenario, "base": base, "grid": grid, "seeds": seeds, "policy": policy,
-                  "llm": data.get("llm") or {}, "ticks": data.get("ticks")}
+                  "llm": llm_block, "ticks": data.get("ticks")}
     expand(definition, where)  # every cell validates now, before anything is written
     return definition
 
@@ -104,6 +111,12 @@ def _nest(flat: dict[str, Any]) -> dict[str, Any]:
     for key, value in flat.items():
         out = _deep_merge(out, _set_path(key, value))
     return out
+
+
+def _get_path(data: dict[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        data = data[part]
+    return data
 
 
 def _set_path(key: str, value: Any) -> dict[str, Any]:

@@ -342,3 +342,24 @@ def test_a_registered_template_and_bad_templates(tmp_path, db_url, monkeypatch):
         assert expected in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ValueError, match="built-in"):
         sim.register_template("default")
+
+
+def test_strategy_references_in_a_sweep_file_are_relative_to_it(tmp_path, db_url, monkeypatch):
+    """A sweep's base and grid may name strategies `file.py:function` relative to the sweep file."""
+    from sim.store import Store
+    from sim.sweep import load_sweep, prepare, run_sweep
+
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "mine.py").write_text(STRATEGIES_FILE)
+    sweep = tmp_path / "study" / "sweep.yaml"
+    sweep.write_text("scenario: commons\nbase: {months: 2, fishers: 2}\n"
+                     "grid: {population: [[{count: 2, strategy: mine.py:one_ton}], [{count: 2, strategy: greedy}]]}\n")
+    monkeypatch.chdir(tmp_path)  # not the sweep's folder
+    definition = load_sweep(sweep)
+    ref = f"{tmp_path / 'study' / 'mine.py'}:one_ton"
+    assert definition["grid"]["population"][0] == [{"count": 2, "strategy": ref}]
+    store = Store(db_url)
+    assert run_sweep(store, prepare(store, definition), workers=1)["ran"] == 2
+    harvests = {r.spec["config"]["population"][0]["strategy"]: {s.action["harvest"] for s in store.steps(r.id)}
+                for r in store.list_runs()}
+    assert harvests[ref] == {1.0} and harvests["greedy"] != {1.0}
