@@ -40,7 +40,8 @@ class LazyRandom:
 
 
 class ScriptedBackend:
-    """Answers each request with the strategy it names."""
+    """Answers each request with the strategy it names: one of the scenario's, or a reference
+    `module:function` / `path/to/file.py:function` to a function of the user's (loaded once)."""
 
     name = "scripted"
 
@@ -51,6 +52,10 @@ class ScriptedBackend:
         out: list[Decision] = []
         for request in requests:
             strategy = self.strategies.get(request.strategy or "")
+            if strategy is None and request.strategy and ":" in request.strategy:  # module:function, file.py:function
+                from scenarios import load_strategy
+
+                strategy = self.strategies[request.strategy] = load_strategy(request.strategy)
             if strategy is None:
                 out.append(fallback_decision(request, self.name, f"unknown strategy {request.strategy!r}"))
                 continue

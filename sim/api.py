@@ -38,8 +38,11 @@ def _open(db: Union[str, Store, None], *, create: bool) -> Store:
     return db if isinstance(db, Store) else Store(default_db(db), create=create)
 
 
-def configure(scenario: str, **fields: Any) -> BaseModel:
+def configure(scenario: Union[str, type], **fields: Any) -> BaseModel:
     """A scenario's validated config built from code: `configure("commons", fishers=8)`.
+
+    `scenario` is a registered name, a `module:Class` / `path/to/file.py:Class` reference or a
+    `SocietyModel` subclass.
 
     Raises `sim.errors.UsageError` naming the field and what is allowed when a value is bad.
     """
@@ -50,7 +53,7 @@ def configure(scenario: str, **fields: Any) -> BaseModel:
 
 
 def spec(
-    scenario: str,
+    scenario: Union[str, type],
     *,
     config_file: Union[str, Path, None] = None,
     seed: Optional[int] = None,
@@ -62,7 +65,9 @@ def spec(
 ) -> RunSpec:
     """A validated RunSpec: a config file, then `sets` ("key=value"), then `fields`, then the flags.
 
-    `fields` may be nested mappings (`population=[{...}]`, `llm` settings go in `llm`).
+    `fields` may be nested mappings (`population=[{...}]`, `llm` settings go in `llm`). `scenario` is a
+    name, a reference or a class; the spec stores a reference a later process can load (see
+    `scenarios.reference_of`).
     """
     from sim.config import build_spec
 
@@ -122,7 +127,7 @@ class Result:
 
 
 def run(
-    scenario: Union[str, RunSpec],
+    scenario: Union[str, type, RunSpec],
     *,
     db: Union[str, Store, None] = None,
     config_file: Union[str, Path, None] = None,
@@ -135,7 +140,8 @@ def run(
 ) -> Result:
     """Run a scenario to its end, stored in `db`, and return its Result.
 
-    `scenario` is a registered name (with config `fields`, a `config_file`, `seed`, `policy`,
+    `scenario` is a registered name, a `module:Class` / `path/to/file.py:Class` reference or a
+    `SocietyModel` subclass (with config `fields`, a `config_file`, `seed`, `policy`,
     `ticks`, `llm` settings) or a ready RunSpec. A failed run raises `sim.runner.RunFailed`
     (its committed ticks stay stored); bad input raises `sim.errors.UsageError` and stores nothing.
     `progress(tick, total, record)` is called after every committed tick.

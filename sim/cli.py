@@ -67,7 +67,8 @@ def _fmt(v: Any) -> str:
 
 @app.command()
 def run(
-    scenario: str = typer.Argument(..., help="registered scenario name (see `societas scenarios`)"),
+    scenario: str = typer.Argument(..., help="registered scenario name (see `societas scenarios`), or your own class: "
+                                   "path/to/file.py:Class or package.module:Class"),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML file of config fields (and seed, policy, llm)"),
     set_: list[str] = typer.Option([], "--set", help="override a config field: key=value (repeatable)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="seed of all randomness (default 0)"),
@@ -95,13 +96,13 @@ def run(
     from scenarios import get_scenario
     from sim.runner import needs_llm
 
-    if needs_llm(spec, get_scenario(scenario)):  # a model or chat class that cannot be used is bad input: before any write
+    if needs_llm(spec, get_scenario(spec.scenario)):  # a model or chat class that cannot be used is bad input: before any write
         from agents.llm.factory import preflight
 
         preflight(spec)
     store = _store(db)
 
-    total = int(spec.config[get_scenario(scenario).horizon_field])
+    total = int(spec.config[get_scenario(spec.scenario).horizon_field])
     bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[info]}"), console=err, transient=as_json, disable=as_json and not err.is_terminal)
     with bar:
@@ -291,14 +292,19 @@ def replay(run_id: str, db: Optional[str] = DbOption, as_json: bool = JsonOption
 
 
 @app.command()
-def scenarios(as_json: bool = JsonOption) -> None:
+def scenarios(
+    names: list[str] = typer.Argument(None, help="scenarios to describe (default: every registered one): names or "
+                                                 "references path/to/file.py:Class, package.module:Class"),
+    as_json: bool = JsonOption,
+) -> None:
     """List registered scenarios: config fields (type, default, bounds), llm.* keys, and every metric documented."""
-    from scenarios import REGISTRY
+    from scenarios import REGISTRY, get_scenario
     from sim.contracts import LLMSpec
     from sim.model import BASE_FINAL_DOCS, BASE_TICK_DOCS
 
     data = []
-    for name, cls in sorted(REGISTRY.items()):
+    chosen = [(n, get_scenario(n)) for n in names] if names else sorted(REGISTRY.items())
+    for name, cls in chosen:
         data.append({"name": name, "description": cls.description, "horizon": cls.horizon_field,
                      "strategies": sorted(cls.strategies), "fields": _fields(cls.Config),
                      "tick_metrics": {**dict(cls.tick_metric_docs), **BASE_TICK_DOCS},

@@ -164,7 +164,7 @@ def validate_config(config_cls: type[BaseModel], data: dict[str, Any]) -> BaseMo
 
 
 def build_spec(
-    scenario: str,
+    scenario: Any,
     *,
     config_file: Optional[str] = None,
     sets: typing.Sequence[str] = (),
@@ -175,15 +175,24 @@ def build_spec(
     overrides: Optional[typing.Mapping[str, Any]] = None,
 ) -> RunSpec:
     """Merge file, `--set` pairs, `overrides` (fields given from code) and flags (later wins), validate,
-    and return a frozen RunSpec."""
-    from scenarios import get_scenario
+    and return a frozen RunSpec.
 
+    `scenario` is a registered name, a `module:Class` / `path/to/file.py:Class` reference or a class;
+    the spec holds what `scenarios.reference_of` makes of it (built-in names unchanged, file paths
+    absolute), so that a later process can load the class again.
+    """
+    from scenarios import get_scenario, reference_of
+
+    given = scenario if isinstance(scenario, str) else None
+    scenario = reference_of(scenario)
     cls = get_scenario(scenario)
-    data = load_yaml(config_file) if config_file else {}
-    data = _deep_merge(data, parse_sets(sets))
+    data = _absolute_refs(load_yaml(config_file), Path(config_file).parent) if config_file else {}
+    data = _deep_merge(data, _absolute_refs(parse_sets(sets)))
     if overrides:
-        data = _deep_merge(data, dict(overrides))
-    if "scenario" in data and data.pop("scenario") != scenario:
+        data = _deep_merge(data, _absolute_refs(dict(overrides)))
+    if llm:
+        llm = _absolute_refs({"llm": dict(llm)})["llm"]
+    if "scenario" in data and data.pop("scenario") not in (scenario, given, cls.name):
         raise UsageError(f"config file is for another scenario than {scenario!r}")
     seed = seed if seed is not None else data.pop("seed", 0)
     data.pop("seed", None)
@@ -209,6 +218,10 @@ def build_spec(
     except ValidationError as exc:
         raise UsageError(describe_error(exc, LLMSpec, "llm.")) from None
     _check_population(cls, config, policy)
+    if llm_spec.template is not None:
+        from agents.llm.prompts import get_template
+
+        get_template(llm_spec.template)  # a template that cannot be loaded is bad input, said now
     if llm and not _uses_llm(config, policy):
         flags = ", ".join(f for f, k in (("--model", "model"), ("--llm", "cls"), ("--llm-arg", "args")) if k in llm)
         raise UsageError(f"{flags} only apply to LLM agents, and this run has none: add --policy llm "
@@ -216,13 +229,44 @@ def build_spec(
     return RunSpec(scenario=scenario, config=config.model_dump(mode="json"), seed=seed, policy=policy, llm=llm_spec)
 
 
+def _absolute_refs(data: dict[str, Any], base: Optional[Path] = None) -> dict[str, Any]:
+    """`data` with the file references it names (strategies, llm.template) made absolute from `base` (default: cwd),
+    so that the stored spec loads the same files from any directory."""
+    from sim.refs import absolute, is_reference
+
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    if is_reference(out.get("strategy")):
+        out["strategy"] = absolute(out["strategy"], base)
+    if isinstance(out.get("population"), list):
+        out["population"] = [{**g, "strategy": absolute(g["strategy"], base)}
+                             if isinstance(g, dict) and is_reference(g.get("strategy")) else g
+                             for g in out["population"]]
+    if isinstance(out.get("llm"), dict) and is_reference(out["llm"].get("template")):
+        out["llm"] = {**out["llm"], "template": absolute(out["llm"]["template"], base)}
+    return out
+
+
 def _check_population(cls: Any, config: Any, policy: str) -> None:
+    from sim.refs import is_reference
+
     population = getattr(config, "population", None)
     strategies = sorted(cls.strategies)
-    if population:
-        for group in population:
-            if group.strategy is not None and group.strategy not in strategies:
-                raise UsageError(f"bad value for 'population.strategy': {group.strategy!r}; valid: {', '.join(strategies)}")
+    named = [("population.strategy", g.strategy) for g in population or () if g.strategy is not None]
+    if is_reference(getattr(config, "strategy", None)):
+        named.append(("strategy", config.strategy))
+    for field, strategy in named:
+        if is_reference(strategy):
+            from scenarios import load_strategy
+
+            try:
+                load_strategy(strategy)
+            except UsageError as exc:
+                raise UsageError(f"bad value for {field!r}: {exc}") from None
+        elif strategy not in strategies:
+            raise UsageError(f"bad value for {field!r}: {strategy!r}; valid: {', '.join(strategies)}, "
+                             "or a reference module:function or path/to/file.py:function")
 
 
 def _uses_llm(config: Any, policy: str) -> bool:

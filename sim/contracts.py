@@ -137,6 +137,10 @@ class LLMSpec(BaseModel):
     threads: Optional[int] = Field(None, ge=1, le=512)  # local, CPU: torch threads (None: picked per machine)
     batch_tokens: Optional[int] = Field(None, ge=64, le=16_777_216)  # local: tokens per forward (None: per device)
     structured: Literal["auto", "json_schema", "vllm", "llama_cpp", "none"] = "auto"  # langchain: output constraint
+    # the prompt template: None = the built-in one; a name given to @register_template, or a reference
+    # module:NAME / path/to/file.py:NAME to a PromptTemplate (or a function request -> chat messages)
+    template: Optional[str] = Field(None, min_length=1, max_length=4096,
+                                    description="prompt template: a @register_template name or module:NAME / file.py:NAME")
 
 
 class RunSpec(BaseModel):

@@ -158,6 +158,7 @@ class SocietyModel(mesa.Model):
         self.last_metrics: dict[str, float] = {}
         self.last_record: Optional[TickRecord] = None
         self.fallbacks = 0  # fallback decisions so far (records are handed to the store, not kept)
+        self._add_referenced_strategies()
         self.setup()
         self.perolat = social.PerolatTracker(len(self.agents))
 
@@ -233,6 +234,18 @@ class SocietyModel(mesa.Model):
             for _ in range(g.count):
                 plan.append((g.policy or self.policy, g.strategy or default_strategy, g.persona or ""))
         return plan
+
+    def _add_referenced_strategies(self) -> None:
+        """Strategies the config names by reference (`module:function`, `file.py:function`: a population
+        group's `strategy` or a `strategy` field) join this model's `strategies` before `setup()`."""
+        from sim.refs import is_reference
+
+        names = [g.strategy for g in self.config.population or ()] + [getattr(self.config, "strategy", None)]
+        wanted = sorted({n for n in names if is_reference(n) and n not in self.strategies})
+        if wanted:
+            from scenarios import load_strategy
+
+            self.strategies = {**dict(self.strategies), **{n: load_strategy(n) for n in wanted}}
 
     def request(
         self,

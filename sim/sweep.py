@@ -31,7 +31,7 @@ from typing import Any, Optional
 from pydantic import ValidationError
 from sqlmodel import Session, select
 
-from sim.config import _check_population, _deep_merge, describe_error, load_yaml, validate_config
+from sim.config import _absolute_refs, _check_population, _deep_merge, describe_error, load_yaml, validate_config
 from sim.contracts import LLMSpec, RunSpec
 from sim.errors import UsageError
 from sim.store import Run, Store, SweepRow
@@ -43,19 +43,28 @@ ENDED = ("finished", "collapsed")
 # ----- the sweep file -------------------------------------------------------------------------------------
 def load_sweep(path: str | Path) -> dict[str, Any]:
     """Read and validate a sweep file; UsageError naming the file and the key otherwise."""
-    return parse_sweep(load_yaml(path), str(path))
+    return parse_sweep(load_yaml(path), str(path), base_dir=Path(path).parent)
 
 
-def parse_sweep(data: dict[str, Any], where: str = "sweep") -> dict[str, Any]:
-    """The normalised definition: every key present, seeds as a list, grid values as lists."""
-    from scenarios import REGISTRY
+def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[Path] = None) -> dict[str, Any]:
+    """The normalised definition: every key present, seeds as a list, grid values as lists.
+
+    `scenario` is a registered name or a reference (`module:Class`, `file.py:Class`: a relative
+    path is taken from `base_dir`, the sweep file's folder); it is stored as `scenarios.reference_of` makes it.
+    """
+    from scenarios import REGISTRY, is_reference, reference_of
 
     unknown = [k for k in data if k not in KEYS]
     if unknown:
         raise UsageError(f"{where}: unknown key {unknown[0]!r}; valid keys: {', '.join(KEYS)}")
     scenario = data.get("scenario")
-    if scenario not in REGISTRY:
-        raise UsageError(f"{where}: bad value for 'scenario': {scenario!r}; valid: {', '.join(sorted(REGISTRY))}")
+    if not isinstance(scenario, str) or (scenario not in REGISTRY and not is_reference(scenario)):
+        raise UsageError(f"{where}: bad value for 'scenario': {scenario!r}; valid: {', '.join(sorted(REGISTRY))}, "
+                         "or a reference module:Class or path/to/file.py:Class")
+    try:
+        scenario = reference_of(scenario, base=base_dir)
+    except UsageError as exc:
+        raise UsageError(f"{where}: bad value for 'scenario': {exc}") from None
     base = data.get("base") or {}
     grid = data.get("grid") or {}
     if not isinstance(base, dict):
@@ -71,8 +80,15 @@ def parse_sweep(data: dict[str, Any], where: str = "sweep") -> dict[str, Any]:
     policy = data.get("policy", "scripted")
     if policy not in ("scripted", "llm"):
         raise UsageError(f"{where}: bad value for 'policy': {policy!r}; valid: scripted, llm")
+    # strategy and template references in the file are relative to the file, like its scenario
+    base = _absolute_refs(base, base_dir)
+    grid = {k: [_absolute_refs(_nest({k: v}), base_dir) for v in values] for k, values in grid.items()}
+    grid = {k: [_get_path(v, k) for v in values] for k, values in grid.items()}
+    llm_block = data.get("llm") or {}
+    if isinstance(llm_block, dict):
+        llm_block = _absolute_refs({"llm": llm_block}, base_dir)["llm"]
     definition = {"scenario": scenario, "base": base, "grid": grid, "seeds": seeds, "policy": policy,
-                  "llm": data.get("llm") or {}, "ticks": data.get("ticks")}
+                  "llm": llm_block, "ticks": data.get("ticks")}
     expand(definition, where)  # every cell validates now, before anything is written
     return definition
 
@@ -95,6 +111,12 @@ def _nest(flat: dict[str, Any]) -> dict[str, Any]:
     for key, value in flat.items():
         out = _deep_merge(out, _set_path(key, value))
     return out
+
+
+def _get_path(data: dict[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        data = data[part]
+    return data
 
 
 def _set_path(key: str, value: Any) -> dict[str, Any]:

@@ -51,7 +51,8 @@ class LLMBackend:
     name = "llm"
 
     def __init__(self, model_id: str, sampling: dict[str, Any], *, engine: Optional[Engine] = None,
-                 engine_factory: Optional[Callable[[], Engine]] = None, store: Any = None, cache_only: bool = False) -> None:
+                 engine_factory: Optional[Callable[[], Engine]] = None, store: Any = None, cache_only: bool = False,
+                 prompt: Any = None) -> None:
         if engine is None and engine_factory is None:
             raise ValueError("LLMBackend needs an engine or an engine_factory")
         self._engine = engine
@@ -62,6 +63,7 @@ class LLMBackend:
         self.cache_only = cache_only
         self.pending: list[dict[str, Any]] = []
         self.engine_batches = 0
+        self.prompt = prompt  # a PromptTemplate or function (agents.llm.prompts); None: the built-in one
 
     @property
     def engine(self) -> Engine:
@@ -80,7 +82,7 @@ class LLMBackend:
 
     def keys(self, requests: Sequence[DecisionRequest]) -> tuple[list[list[dict[str, str]]], list[str]]:
         """Prompt messages and cache keys of a batch (the per-decision bookkeeping)."""
-        messages = [render_messages(r) for r in requests]
+        messages = [render_messages(r, self.prompt) for r in requests]
         keys = [cache_key(self.model_id, m, r.space, self.sampling, r.seed) for r, m in zip(requests, messages)]
         return messages, keys
 

@@ -37,7 +37,10 @@ def check_model_path(model: str) -> None:
 
 def make_llm_backend(spec: RunSpec, store: Any, *, cache_only: bool = False) -> LLMBackend:
     """The LLM backend for `spec.llm`; models load lazily (never, if the cache answers everything)."""
+    from agents.llm.prompts import get_template
+
     llm = spec.llm
+    prompt = None if llm.template is None else get_template(llm.template)
     if llm.provider == "local" and llm.model is not None:
         check_model_path(llm.model)
     if llm.provider == "langchain" and not llm.cls:
@@ -45,7 +48,7 @@ def make_llm_backend(spec: RunSpec, store: Any, *, cache_only: bool = False) -> 
     if llm.provider == "local":
         from agents.llm.local_engine import LocalEngine, local_sampling, model_id_for
 
-        return LLMBackend(model_id_for(llm.model), local_sampling(llm.temperature), store=store, cache_only=cache_only,
+        return LLMBackend(model_id_for(llm.model), local_sampling(llm.temperature), store=store, cache_only=cache_only, prompt=prompt,
                           engine_factory=lambda: LocalEngine(llm.model, llm.device, llm.dtype, llm.temperature))
     from agents.llm.langchain_engine import LangChainEngine, load_chat_model
 
@@ -59,8 +62,8 @@ def make_llm_backend(spec: RunSpec, store: Any, *, cache_only: bool = False) -> 
                                max_retries=llm.max_retries, sampling=sampling, structured=llm.structured)
 
     if cache_only:
-        return LLMBackend(model_id, sampling, engine_factory=build, store=store, cache_only=True)
-    return LLMBackend(model_id, sampling, engine=build(), store=store)
+        return LLMBackend(model_id, sampling, engine_factory=build, store=store, cache_only=True, prompt=prompt)
+    return LLMBackend(model_id, sampling, engine=build(), store=store, prompt=prompt)
 
 
 def preflight(spec: RunSpec) -> None:

@@ -14,8 +14,11 @@ then the question and the answer format:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Optional, Union
 
 from sim.contracts import DecisionRequest
 from sim.spaces import Choice, Form, Number, Text
@@ -36,29 +39,141 @@ _FIELD = re.compile(r"\$\{(\w+)\}")
 @lru_cache(maxsize=None)
 def template(name: str) -> str:
     """A template file (`${field}` placeholders) compiled once to a `str.format` pattern (fast to fill)."""
-    parts = _FIELD.split((TEMPLATES / f"{name}.txt").read_text())
+    return _compile((TEMPLATES / f"{name}.txt").read_text())
+
+
+def _compile(text: str) -> str:
+    parts = _FIELD.split(text)
     # split() alternates literal text and field names: escape the text, brace the names
     return "".join(p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + p + "}" for i, p in enumerate(parts))
 
 
-def render_messages(request: DecisionRequest) -> list[dict[str, str]]:
-    """System and user messages for one request."""
+#: the placeholders a user message template may use
+FIELDS = ("context", "persona", "own", "memory", "feedback", "question", "space", "answer_hint")
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """The chat prompt of the `llm` policy: a system message and a user message with `${field}` placeholders.
+
+    `user` may use ${context} (text every agent shares), ${persona} ("You are ..."), ${own} (the agent's own
+    context), ${memory}, ${feedback}, ${question}, ${space} (the answer's form) and ${answer_hint}. Keep the
+    shared text first and the agent's own text last: batches then share their prompt prefix.
+
+        from agents.llm.prompts import PromptTemplate, register_template
+
+        TERSE = register_template("terse")(PromptTemplate(system="Answer in as few words as possible."))
+    """
+
+    system: str = field(default_factory=lambda: (TEMPLATES / "system.txt").read_text().strip())
+    user: str = field(default_factory=lambda: (TEMPLATES / "user.txt").read_text())
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(_FIELD.findall(self.user)) - set(FIELDS))
+        if unknown:
+            raise ValueError(f"prompt template: unknown placeholder ${{{unknown[0]}}}; valid: "
+                             + ", ".join(f"${{{f}}}" for f in FIELDS))
+        object.__setattr__(self, "_pattern", _compile(self.user))
+
+    def render(self, request: DecisionRequest) -> list[dict[str, str]]:
+        """System and user messages for one request."""
+        return _render(request, self.system.strip(), self._pattern)  # type: ignore[attr-defined]
+
+
+#: a template is a PromptTemplate or any function `request -> [{"role": ..., "content": ...}, ...]`
+Template = Union[PromptTemplate, Callable[[DecisionRequest], list]]
+#: templates by name (`llm.template: NAME`); "default" is the built-in one
+PROMPT_TEMPLATES: dict[str, Template] = {}
+
+
+def register_template(name: str) -> Callable[[Any], Any]:
+    """Decorator (or call on a PromptTemplate): make a template usable as `llm.template: NAME` in this process.
+
+        @register_template("first_person")
+        def first_person(request):
+            return [{"role": "user", "content": f"I am {request.persona}. {request.context} {request.question}"}]
+
+    A name lives only in the process that registered it: for the CLI and for replays in a new
+    process, name the template by reference (`llm.template: my_prompts.py:first_person`).
+    """
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"a template name is a non-empty string without ':', not {name!r}")
+    if name == "default":
+        raise ValueError("'default' is the built-in prompt template; choose another name")
+
+    def apply(obj: Any) -> Any:
+        if not (isinstance(obj, PromptTemplate) or callable(obj)) or isinstance(obj, type):
+            raise TypeError(f"a prompt template is a PromptTemplate or a function request -> messages, not {obj!r}")
+        PROMPT_TEMPLATES[name] = obj
+        return obj
+
+    return apply
+
+
+def get_template(ref: Optional[str]) -> Template:
+    """The template `ref` names: None or "default" (built-in), a registered name, or `module:NAME` / `file.py:NAME`.
+
+    Raises a one-line UsageError when it cannot be found, loaded, or is not a template.
+    """
+    from sim.errors import UsageError
+    from sim.refs import is_reference, load_object
+
+    if ref is None or ref == "default":
+        return DEFAULT
+    if ref in PROMPT_TEMPLATES:
+        return PROMPT_TEMPLATES[ref]
+    if not is_reference(ref):
+        raise UsageError(f"bad value for 'llm.template': unknown template {ref!r}; valid: "
+                         f"{', '.join(['default', *sorted(PROMPT_TEMPLATES)])}, or a reference module:NAME or path/to/file.py:NAME")
+    try:
+        module, obj = load_object(ref, "template")
+    except ValueError as exc:  # a PromptTemplate with a bad placeholder, built at import
+        raise UsageError(f"bad value for 'llm.template': {exc}") from None
+    if obj is None:
+        found = sorted(n for n, v in vars(module).items() if isinstance(v, PromptTemplate))
+        raise UsageError(f"{ref.rpartition(':')[0]} has no template {ref.rpartition(':')[2]!r}; PromptTemplates there: "
+                         f"{', '.join(found) or 'none'}")
+    if not (isinstance(obj, PromptTemplate) or callable(obj)) or isinstance(obj, type):
+        raise UsageError(f"template {ref} is not a PromptTemplate or a function request -> messages "
+                         f"(it is a {type(obj).__name__})")
+    return obj
+
+
+def render_messages(request: DecisionRequest, prompt: Optional[Template] = None) -> list[dict[str, str]]:
+    """System and user messages for one request, from the `prompt` template (default: the built-in one)."""
+    if prompt is None:
+        return DEFAULT.render(request)
+    if isinstance(prompt, PromptTemplate):
+        return prompt.render(request)
+    messages = prompt(request)
+    if not (isinstance(messages, list) and messages
+            and all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                    for m in messages)):
+        raise TypeError(f"prompt template {getattr(prompt, '__name__', prompt)!r} must return a non-empty list of "
+                        "{'role': str, 'content': str} messages")
+    return messages
+
+
+def _render(request: DecisionRequest, system: str, pattern: str) -> list[dict[str, str]]:
     persona = f"You are {request.persona.strip().rstrip('.')}." if request.persona else ""
     own = request.own_context.strip()
     if persona and own:
         own = " " + own
     memory = f"What you remember:\n{request.memory}\n" if request.memory else ""
     feedback = f"{request.feedback}\n" if request.feedback else ""
-    user = template("user").format(
+    user = pattern.format(
         context=request.context.strip(), persona=persona, own=own, memory=memory, feedback=feedback,
         question=request.question, space=request.space.describe(), answer_hint=HINTS[type(request.space)],
     )
     while "\n\n" in user:
         user = user.replace("\n\n", "\n")
     return [
-        {"role": "system", "content": template("system").strip()},
+        {"role": "system", "content": system},
         {"role": "user", "content": user.strip()},
     ]
+
+
+DEFAULT = PromptTemplate()
 
 
 def retry_message(error: str, request: DecisionRequest) -> dict[str, str]:

@@ -125,8 +125,8 @@ class CommonsModel(SocietyModel):
         self.months_collapsed = 0
         self._base: Optional[dict[str, Any]] = None
         for policy, strategy, persona in self._plan():
-            if policy == "scripted" and strategy not in STRATEGIES:
-                raise ValueError(f"unknown commons strategy {strategy!r}; valid: {sorted(STRATEGIES)}")
+            if policy == "scripted" and strategy not in self.strategies:
+                raise ValueError(f"unknown commons strategy {strategy!r}; valid: {sorted(self.strategies)}")
             Fisher(self, policy, strategy, persona)
 
     def _plan(self) -> list[tuple[str, str, str]]:

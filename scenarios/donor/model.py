@@ -109,8 +109,8 @@ class DonorModel(SocietyModel):
         c = self.config
         params = {"fraction": c.fraction, "threshold": c.threshold, "punish_fraction": c.punish_fraction}
         for policy, strategy, persona in self.population_plan(c.agents):
-            if policy == "scripted" and strategy not in STRATEGIES:
-                raise ValueError(f"unknown donor strategy {strategy!r}; valid: {sorted(STRATEGIES)}")
+            if policy == "scripted" and strategy not in self.strategies:
+                raise ValueError(f"unknown donor strategy {strategy!r}; valid: {sorted(self.strategies)}")
             Donor(self, policy, strategy, persona, params, generation=1)
         self.generation = self.game = self.round = 0  # 1-based once the first tick starts
         self.halves: tuple[list[Donor], list[Donor]] = ([], [])

@@ -170,8 +170,8 @@ class SocialModel(SocietyModel):
         self.convergence: list[float] = []
         self.members: list[Member] = []
         for idx, (policy, strategy, persona) in enumerate(self.population_plan(n)):
-            if policy == "scripted" and strategy not in STRATEGIES:
-                raise ValueError(f"unknown social strategy {strategy!r}; valid: {sorted(STRATEGIES)}")
+            if policy == "scripted" and strategy not in self.strategies:
+                raise ValueError(f"unknown social strategy {strategy!r}; valid: {sorted(self.strategies)}")
             self.members.append(Member(self, idx, policy, strategy, persona))
         self.is_llm = np.array([m.policy == "llm" for m in self.members])
         self.uid = np.array([m.unique_id for m in self.members], dtype=np.int64)
