@@ -133,7 +133,7 @@ def site(tmp_path_factory) -> Path:
 def test_site_builds_strict_with_every_page(site: Path):
     pages = ["index.html", "concepts/index.html", "architecture/index.html", "scenarios/index.html",
              "reference/cli/index.html", "reference/api/index.html", "reference/model/index.html",
-             "reference/spaces/index.html", "reference/registry/index.html"]
+             "reference/spaces/index.html", "reference/registry/index.html", "tutorial/index.html"]
     pages += [f"scenarios/{name}/index.html" for name in REGISTRY]
     missing = [p for p in pages if not (site / p).is_file()]
     assert not missing, missing
