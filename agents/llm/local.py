@@ -101,13 +101,22 @@ def pick_dtype(device: str, dtype: Optional[str] = None) -> torch.dtype:
 
 
 def pick_threads(device: str, threads: Optional[int] = None) -> int:
-    """Torch CPU threads: `threads` if given; else one per two cores (see README: measured on 2 shared cores)."""
+    """Torch CPU threads: `threads` (`llm.threads`) if given; else every core on a quiet machine and
+    half of them on a busy one (1-minute load average at least the core count).
+
+    Measured on 2 cores (benchmarks/llm_scale.py, fp32 AVX2): quiet, 2 threads ran the 32-agent
+    tick 1.7x faster than 1; with other processes on both cores, 1 thread beat 2 by 1.3-5x.
+    """
     if threads:
         return max(1, int(threads))
     cores = os.cpu_count() or 1
     if device.startswith("cuda"):
         return min(4, cores)
-    return max(1, cores // 2)
+    try:
+        busy = os.getloadavg()[0] >= cores
+    except OSError:
+        busy = False
+    return max(1, cores // 2) if busy else cores
 
 
 def default_batch_tokens(device: str) -> int:
