@@ -37,7 +37,9 @@ docs: bootstrap
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: bootstrap
+	$(PY) benchmarks/engine.py
 	$(PY) benchmarks/llm_throughput.py
+	$(PY) benchmarks/llm_scale.py
 
 clean:
 	rm -rf $(VENV) *.egg-info site
