@@ -214,7 +214,8 @@ def _load_reference(ref: str, shown: Optional[str] = None) -> type[SocietyModel]
         raise UsageError(f"{shown.rpartition(':')[0]} has no class {cls_name!r}; scenario classes there: "
                          f"{', '.join(found) or 'none'}")
     if not (isinstance(obj, type) and issubclass(obj, SocietyModel)) or obj is SocietyModel:
-        kind = "a class" if isinstance(obj, type) else f"a {type(obj).__name__}"
+        kind = ("SocietyModel itself: name your subclass" if obj is SocietyModel
+                else "a class" if isinstance(obj, type) else f"a {type(obj).__name__}")
         raise UsageError(f"{shown} is not a SocietyModel subclass (it is {kind})")
     return obj
 
