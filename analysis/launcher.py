@@ -156,7 +156,7 @@ def launch(scenario: str, config: dict[str, Any], *, seed: int, policy: str, db_
     cfg.write_text(yaml.safe_dump({**spec.config, "seed": spec.seed, "policy": spec.policy}))
     logs = {"stdout": workdir / "stdout.json", "stderr": workdir / "stderr.txt"}
     started = datetime.now(timezone.utc) - timedelta(seconds=1)
-    cmd = [sys.executable, "-m", "sim.cli", "run", scenario, "--config", str(cfg), "--db", db_url, "--json"]
+    cmd = [sys.executable, "-m", "sim.cli", "run", spec.scenario, "--config", str(cfg), "--db", db_url, "--json"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     with open(logs["stdout"], "w") as out, open(logs["stderr"], "w") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,

@@ -4,12 +4,13 @@ background process and a progress bar follows the ticks it commits. The page nev
 from __future__ import annotations
 
 import shutil
+from typing import Optional
 
 import pandas as pd
 import streamlit as st
 
 from analysis import launcher, queries
-from app_pages.common import clear_caches, db_url, engine, page
+from app_pages.common import clear_caches, db_url, engine, page, runs
 from sim.errors import UsageError
 
 
@@ -60,16 +61,42 @@ def _progress() -> None:
         clear_caches()
 
 
+def _stored_references(table: Optional[pd.DataFrame]) -> list[str]:
+    """User scenarios (module:Class, file.py:Class) that runs in this store were made with and that still load."""
+    from scenarios import REGISTRY, is_reference
+
+    if table is None or "scenario" not in getattr(table, "columns", ()):
+        try:  # this page renders without a store; a store that cannot be read only lists no references
+            table = runs() if engine(db_url()) is not None else None
+        except Exception:  # noqa: BLE001
+            table = None
+        if table is None or "scenario" not in table.columns:
+            return []
+    refs = {s for s in table["scenario"].dropna().unique() if isinstance(s, str) and is_reference(s)}
+    return sorted(r for r in refs if REGISTRY.get(r) is not None)
+
+
 def render(table: pd.DataFrame) -> None:
-    from scenarios import REGISTRY
+    from scenarios import REGISTRY, get_scenario
 
     st.title("Launch a run")
     if not REGISTRY:
         st.info("No scenario is registered.")
         return
-    names = sorted(REGISTRY)
-    scenario = st.selectbox("Scenario", names, format_func=lambda n: f"{n} — {REGISTRY[n].description}")
-    cls = REGISTRY[scenario]
+    names = sorted(REGISTRY) + _stored_references(table)
+    typed = st.text_input("or your own scenario", placeholder="module:Class or path/to/file.py:Class",
+                          help="a SocietyModel subclass of yours, as `societas run` takes it (see docs/tutorial.md)",
+                          key="launch.__reference").strip()
+    if typed and typed not in names:
+        try:
+            get_scenario(typed)
+        except UsageError as exc:
+            st.error(str(exc))
+            return
+        names.append(typed)
+    scenario = st.selectbox("Scenario", names, index=names.index(typed) if typed else 0,
+                            format_func=lambda n: f"{n} — {REGISTRY.get(n).description}")
+    cls = REGISTRY.get(scenario)
     from sim.model import ScenarioConfig
 
     fields = launcher.form_fields(cls.Config)

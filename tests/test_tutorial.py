@@ -14,6 +14,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,26 @@ def test_the_app_renders_the_tutorial_run(tmp_path, monkeypatch):
     assert at.title[0].value == f"Run {result.run_id}"
     page = " ".join(str(getattr(e, "value", "")) for e in at.main)
     assert "public_goods.py:PublicGoods" in page
+
+    # the Launch page offers the stored user scenario, refuses a bad reference, and starts a run of it
+    at.switch_page("app_pages/launch.py").run()
+    assert any(o.startswith(result.spec.scenario + " — ") for o in at.selectbox[0].options)
+    at.text_input(key="launch.__reference").set_value("nowhere.py:Nothing").run()
+    assert at.error and "does not exist" in at.error[0].value
+    at.text_input(key="launch.__reference").set_value(result.spec.scenario).run()
+    assert at.selectbox[0].value == result.spec.scenario and not at.error
+    at.number_input(key=f"launch.{result.spec.scenario}.__seed").set_value(5)
+    at.button[0].click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    from sim.store import Store
+
+    store = Store(url)
+    deadline = time.time() + 60
+    launched = []
+    while time.time() < deadline and not launched:
+        launched = [r for r in store.list_runs() if r.seed == 5 and r.status != "running"]
+        time.sleep(0.3)
+    assert launched and launched[0].status == "finished" and launched[0].scenario == result.spec.scenario
 
 
 @pytest.mark.slow
