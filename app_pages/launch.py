@@ -4,7 +4,6 @@ background process and a progress bar follows the ticks it commits. The page nev
 from __future__ import annotations
 
 import shutil
-from typing import Optional
 
 import pandas as pd
 import streamlit as st
@@ -61,17 +60,16 @@ def _progress() -> None:
         clear_caches()
 
 
-def _stored_references(table: Optional[pd.DataFrame]) -> list[str]:
+def _stored_references() -> list[str]:
     """User scenarios (module:Class, file.py:Class) that runs in this store were made with and that still load."""
     from scenarios import REGISTRY, is_reference
 
-    if table is None or "scenario" not in getattr(table, "columns", ()):
-        try:  # this page renders without a store; a store that cannot be read only lists no references
-            table = runs() if engine(db_url()) is not None else None
-        except Exception:  # noqa: BLE001
-            table = None
-        if table is None or "scenario" not in table.columns:
-            return []
+    try:  # this page renders without a store; a store that cannot be read only lists no references
+        table = runs() if engine(db_url()) is not None else None
+    except Exception:  # noqa: BLE001
+        table = None
+    if table is None or "scenario" not in table.columns:
+        return []
     refs = {s for s in table["scenario"].dropna().unique() if isinstance(s, str) and is_reference(s)}
     return sorted(r for r in refs if REGISTRY.get(r) is not None)
 
@@ -83,7 +81,7 @@ def render(table: pd.DataFrame) -> None:
     if not REGISTRY:
         st.info("No scenario is registered.")
         return
-    names = sorted(REGISTRY) + _stored_references(table)
+    names = sorted(REGISTRY) + _stored_references()
     typed = st.text_input("or your own scenario", placeholder="module:Class or path/to/file.py:Class",
                           help="a SocietyModel subclass of yours, as `societas run` takes it (see docs/tutorial.md)",
                           key="launch.__reference").strip()
