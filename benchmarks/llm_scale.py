@@ -33,24 +33,11 @@ sys.path.insert(0, str(ROOT))
 
 from agents.llm.local_engine import LocalEngine  # noqa: E402
 from agents.llm.prompts import render_messages  # noqa: E402
-from agents.scripted import ScriptedBackend  # noqa: E402
-from scenarios.commons import CommonsConfig, CommonsModel  # noqa: E402
+from benchmarks.llm_throughput import harvest_requests, timed  # noqa: E402  (~200-token prompts after one month)
 from scenarios.commons.model import DISPOSITIONS  # noqa: E402
-from sim.broker import DecisionBroker  # noqa: E402
 from sim.spaces import Choice, Text  # noqa: E402
 
 OPTIONS = ["none", "fisher 3", "fisher 7", "fisher 12"]
-
-
-def harvest_requests(n: int, months_before: int = 1, seed: int = 0) -> list:
-    """n real harvest requests (LLM policy) after `months_before` scripted months: ~200-token prompts."""
-    cfg = CommonsConfig(fishers=n, months=12, strategy="conditional", memory_window=4)
-    scripted = ScriptedBackend(CommonsModel.strategies)  # LLM fishers (memory, prompts) answered by their strategy
-    model = CommonsModel(cfg, seed=seed, policy="llm", broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
-    for _ in range(months_before):
-        model.step()
-    model.steps += 1
-    return [replace(model.observe(a, "harvest"), backend="llm") for a in model.agents]
 
 
 def as_space(reqs: list, kind: str) -> list:
@@ -60,16 +47,6 @@ def as_space(reqs: list, kind: str) -> list:
     if kind == "choice":
         return [replace(r, space=Choice(OPTIONS), default="none", question="Whom do you fine?") for r in reqs]
     return [replace(r, space=Text(32), default="ok", question="Write one short message to the other fishers.") for r in reqs]
-
-
-def timed(fn, repeat: int = 1) -> float:
-    """Best wall time of `repeat` calls (this VM's timings are noisy)."""
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def sync(lm) -> None:
@@ -116,7 +93,7 @@ def cpu_section(lm, eng) -> dict:
     import torch
 
     out: dict = {}
-    reqs = harvest_requests(32)
+    reqs = harvest_requests(32, months_before=1)
     msgs = [render_messages(r) for r in reqs]
     eng.answer(reqs[:2], msgs[:2])  # warm-up
     batched = timed(lambda: eng.answer(reqs, msgs), 3)
@@ -152,7 +129,7 @@ def cpu_section(lm, eng) -> dict:
 
 def scale_section(lm, eng, sizes: list[int], limits: dict) -> dict:
     """Decisions/s by batch size and space, tokens/s, beside the device's limits."""
-    base = harvest_requests(max(sizes))
+    base = harvest_requests(max(sizes), months_before=1)
     rows = []
     for kind in ("number", "choice", "text"):
         reqs = as_space(base, kind)

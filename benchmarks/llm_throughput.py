@@ -14,6 +14,7 @@ import platform
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,19 +28,19 @@ from scenarios.commons import CommonsConfig, CommonsModel  # noqa: E402
 from sim.broker import DecisionBroker  # noqa: E402
 from sim.config import build_spec  # noqa: E402
 from sim.runner import execute  # noqa: E402
-from sim.spaces import Choice  # noqa: E402
+from sim.spaces import Choice, Text  # noqa: E402
 from sim.store import Store  # noqa: E402
 
 
 def harvest_requests(n: int, seed: int = 0, months_before: int = 3):
-    """n real harvest requests after `months_before` scripted months (memory and history filled)."""
+    """n real harvest requests after `months_before` months (memory and history filled): LLM fishers,
+    whose months are answered by their scripted strategy (scripted fishers remember nothing)."""
     cfg = CommonsConfig(fishers=n, months=12, strategy="conditional", memory_window=4)
-    model = CommonsModel(cfg, seed=seed, broker=DecisionBroker({"scripted": ScriptedBackend(CommonsModel.strategies)}))
+    scripted = ScriptedBackend(CommonsModel.strategies)
+    model = CommonsModel(cfg, seed=seed, policy="llm", broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
     for _ in range(months_before):
         model.step()
     model.steps += 1  # the next month's view
-    from dataclasses import replace
-
     return [replace(model.observe(a, "harvest"), backend="llm") for a in model.agents]
 
 
@@ -49,6 +50,7 @@ def _month(n: int, months_before: int):
 
 
 def timed(fn, repeat: int = 1) -> float:
+    """Best wall time of `repeat` calls (this VM's timings are noisy)."""
     best = float("inf")
     for _ in range(repeat):
         t = time.perf_counter()
@@ -101,8 +103,8 @@ def main() -> None:
         results[label] = {"prompt_tokens_mean": statistics.fmean(len(t) for t in toks), "shared_prefix_tokens": _common_prefix(toks),
                           "batched_s": b_s, "one_call_per_agent_s": s_s, "speedup": s_s / b_s}
     batched = results["tick_32_number"]["batched_s"]
-    text_reqs = [r.__class__(**{**r.__dict__, "space": __import__("sim.spaces").spaces.Text(32), "default": "ok",
-                                "question": "Write one short message to the other fishers."}) for r in reqs[:n]]
+    text_reqs = [replace(r, space=Text(32), default="ok", question="Write one short message to the other fishers.")
+                 for r in reqs[:n]]
     text_msgs = [render_messages(r) for r in text_reqs]
     tb = timed(lambda: eng.answer(text_reqs, text_msgs), 1)
     ts = timed(lambda: [eng.answer([r], [m]) for r, m in zip(text_reqs, text_msgs)], 1)
@@ -110,7 +112,7 @@ def main() -> None:
 
     # 3. choice: option scoring vs one prefill vs free generation
     options = ["none", "fisher 3", "fisher 7", "fisher 12"]
-    ch_reqs = [r.__class__(**{**r.__dict__, "space": Choice(options), "default": "none", "question": "Whom do you fine?"}) for r in reqs[:n]]
+    ch_reqs = [replace(r, space=Choice(options), default="none", question="Whom do you fine?") for r in reqs[:n]]
     ch_msgs = [render_messages(r) for r in ch_reqs]
     ch_prompts = [lm.render(m) for m in ch_msgs]
     ids = lm.encode(ch_prompts)
