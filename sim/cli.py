@@ -374,18 +374,25 @@ def _continue(kind: str, as_json: bool, db: Optional[str], call: Any) -> None:
     """Run a resume or fork under a progress bar and print its result like `run` does."""
     from sim.runner import RunFailed, RunInterrupted
 
-    bar, task = _bar(kind, 0, as_json)
-    with bar:
-        def progress(tick: int, total_ticks: int, record: Any) -> None:
-            bar.update(task, completed=tick, total=total_ticks)
+    shown: list[tuple[Progress, Any]] = []  # the bar appears with the first tick: bad input is one line, no empty bar
 
-        try:
-            result = call(progress)
-        except RunInterrupted as exc:
-            _fail(f"run {exc.run_id} {exc.reason}; its committed ticks are kept (status failed)", code=exc.exit_code)
-        except RunFailed as exc:
-            _fail(f"run {exc.run_id} failed: {exc.reason} (committed ticks are kept; `societas resume {exc.run_id}` "
-                  "continues it)", code=1)
+    def progress(tick: int, total_ticks: int, record: Any) -> None:
+        if not shown:
+            shown.append(_bar(kind, total_ticks, as_json))
+            shown[0][0].start()
+        bar, task = shown[0]
+        bar.update(task, completed=tick, total=total_ticks)
+
+    try:
+        result = call(progress)
+    except RunInterrupted as exc:
+        _fail(f"run {exc.run_id} {exc.reason}; its committed ticks are kept (status failed)", code=exc.exit_code)
+    except RunFailed as exc:
+        _fail(f"run {exc.run_id} failed: {exc.reason} (committed ticks are kept; `societas resume {exc.run_id}` "
+              "continues it)", code=1)
+    finally:
+        if shown:
+            shown[0][0].stop()
     if as_json:
         print(json.dumps(result.to_json()))
         return
