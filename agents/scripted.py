@@ -13,30 +13,9 @@ from typing import Any
 
 from sim.broker import fallback_decision
 from sim.contracts import Decision, DecisionRequest
+from sim.rng import RNG_VERSION, CounterRandom, LazyRandom
 
 Strategy = Callable[[DecisionRequest, random.Random], Any]
-
-
-class LazyRandom:
-    """Stands in for `random.Random(seed)`, but seeds the generator only on first use.
-
-    Most scripted strategies never draw; seeding a Mersenne Twister costs more than their
-    whole decision. Draws are identical to `random.Random(seed)`'s (every attribute is the
-    real generator's, bound and cached on first access).
-    """
-
-    __slots__ = ("_seed", "_rng", "__dict__")
-
-    def __init__(self, seed: int) -> None:
-        self._seed = seed
-        self._rng: random.Random | None = None
-
-    def __getattr__(self, name: str):
-        if self._rng is None:
-            self._rng = random.Random(self._seed)
-        value = getattr(self._rng, name)
-        self.__dict__[name] = value
-        return value
 
 
 class ScriptedBackend:
@@ -45,11 +24,17 @@ class ScriptedBackend:
 
     name = "scripted"
 
-    def __init__(self, strategies: Mapping[str, Strategy]) -> None:
+    def __init__(self, strategies: Mapping[str, Strategy], rng: int = RNG_VERSION) -> None:
         self.strategies = dict(strategies)
+        self.rng = rng  # the run's rng version (sim.rng): which generator a strategy draws from
+
+    def bind(self, run_id: str, spec: Any) -> None:
+        """Draw with the generator of the run's rng version (a run stored under version 1 replays with its own)."""
+        self.rng = spec.rng
 
     def decide_batch(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
         out: list[Decision] = []
+        make_rng = CounterRandom if self.rng != 1 else LazyRandom
         for request in requests:
             strategy = self.strategies.get(request.strategy or "")
             if strategy is None and request.strategy and ":" in request.strategy:  # module:function, file.py:function
@@ -59,6 +44,6 @@ class ScriptedBackend:
             if strategy is None:
                 out.append(fallback_decision(request, self.name, f"unknown strategy {request.strategy!r}"))
                 continue
-            value = strategy(request, LazyRandom(request.seed))
+            value = strategy(request, make_rng(request.seed))
             out.append(Decision(agent_id=request.agent_id, phase=request.phase, value=value, backend=self.name))
         return out

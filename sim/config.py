@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from sim.contracts import LLMSpec, RunSpec
 from sim.errors import UsageError
+from sim.rng import RNG_VERSION
 
 RESERVED = ("scenario", "seed", "policy", "llm", "ticks")
 
@@ -226,7 +227,8 @@ def build_spec(
         flags = ", ".join(f for f, k in (("--model", "model"), ("--llm", "cls"), ("--llm-arg", "args")) if k in llm)
         raise UsageError(f"{flags} only apply to LLM agents, and this run has none: add --policy llm "
                          "(or a population group with policy: llm)")
-    return RunSpec(scenario=scenario, config=config.model_dump(mode="json"), seed=seed, policy=policy, llm=llm_spec)
+    return RunSpec(scenario=scenario, config=config.model_dump(mode="json"), seed=seed, policy=policy, llm=llm_spec,
+                   rng=RNG_VERSION)
 
 
 def _absolute_refs(data: dict[str, Any], base: Optional[Path] = None) -> dict[str, Any]:

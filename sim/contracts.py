@@ -156,8 +156,11 @@ class RunSpec(BaseModel):
     seed: int = 0
     policy: Literal["scripted", "llm"] = "scripted"
     llm: LLMSpec = Field(default_factory=LLMSpec)
+    # the per-decision random-stream version (sim.rng): every spec the platform builds names the current
+    # one; a spec that names none was stored before versions existed and replays with version 1
+    rng: Literal[1, 2] = 1
 
     def digest(self) -> str:
-        """A short stable hash of the spec."""
-        text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        """A short stable hash of the spec (a version-1 spec hashes as it did before `rng` existed)."""
+        text = json.dumps(self.model_dump(mode="json", exclude={"rng"} if self.rng == 1 else None), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

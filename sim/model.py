@@ -7,11 +7,13 @@ layer, the norm ledger and the per-tick record handed to the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import gc
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Optional
 
 import mesa
+from mesa.agent import AgentSet
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agents.base import SocietyAgent
@@ -19,9 +21,10 @@ from agents.memory import Memory
 from agents.scripted import Strategy
 from sim import metrics as social
 from sim.broker import DecisionBroker
-from sim.contracts import Decision, DecisionRequest, Event, derive_seed
+from sim.contracts import Decision, DecisionRequest, Event
 from sim.norms import NormLedger
 from sim.rewards import FeedbackMode, RewardLayer, RewardMode, describe_feedback
+from sim.rng import RNG_VERSION, SeedStream
 from sim.spaces import Space
 
 
@@ -121,6 +124,56 @@ def _by_id(agent: SocietyAgent) -> int:
     return agent.unique_id
 
 
+class Roster(AgentSet):
+    """`model.agents` of a SocietyModel: Mesa's AgentSet, iterated from a cached tuple.
+
+    Mesa iterates an AgentSet through a weak-key dictionary's Python generator (~0.3 µs per
+    agent per loop); a scenario loops over all agents several times a tick, which at 10,000
+    agents cost more than the decisions. The tuple is rebuilt when an agent joins or leaves (or
+    an in-place select/sort/shuffle reorders the set); the model holds its agents strongly, so
+    the tuple never keeps a removed agent alive. Iteration is over a snapshot: adding or
+    removing agents while looping is safe.
+    """
+
+    def __init__(self, agents: Iterable[mesa.Agent], random: Any = None) -> None:
+        self._snapshot: Optional[tuple[mesa.Agent, ...]] = None
+        super().__init__(agents, random=random)
+
+    def __iter__(self) -> Iterator[mesa.Agent]:
+        snap = self._snapshot
+        if snap is None:
+            snap = self._snapshot = tuple(self._agents.keys())
+        return iter(snap)
+
+    def add(self, agent: mesa.Agent) -> None:
+        super().add(agent)
+        self._snapshot = None
+
+    def discard(self, agent: mesa.Agent) -> None:
+        super().discard(agent)
+        self._snapshot = None
+
+    def remove(self, agent: mesa.Agent) -> None:
+        super().remove(agent)
+        self._snapshot = None
+
+    def _update(self, agents: Iterable[mesa.Agent]):  # in-place select and sort
+        agents = list(agents)  # select passes a generator over this very set: read it before replacing
+        out = super()._update(agents)
+        self._snapshot = None
+        return out
+
+    def shuffle(self, inplace: bool = False) -> AgentSet:
+        out = super().shuffle(inplace=inplace)
+        if inplace:
+            self._snapshot = None
+        return out
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._snapshot = None
+
+
 class SocietyModel(mesa.Model):
     """Base class of every scenario. Subclasses fill in the hooks below."""
 
@@ -143,10 +196,13 @@ class SocietyModel(mesa.Model):
         broker: DecisionBroker,
         policy: str = "scripted",
         on_tick: Optional[Callable[[TickRecord], None]] = None,
+        rng: int = RNG_VERSION,
     ) -> None:
         super().__init__(seed=seed)
+        self._all_agents = Roster([], random=self.random)  # model.agents: Mesa's AgentSet, looped over fast
         self.config = config
         self.seed = seed
+        self.seeds = SeedStream(seed, rng)  # each decision's seed (sim.rng); `rng` is the run spec's version
         self.broker = broker
         self.policy = policy
         self.on_tick = on_tick
@@ -270,7 +326,7 @@ class SocietyModel(mesa.Model):
             backend=agent.policy, strategy=agent.strategy, observation=observation, context=context,
             question=question, persona=agent.persona, memory=agent.memory.render(question) if text else "",
             feedback=describe_feedback(agent.feedback) if text else "",
-            seed=derive_seed(self.seed, self.tick, agent.unique_id, phase), own_context=own_context,
+            seed=self.seeds.seed_for(self.tick, agent.unique_id, phase), own_context=own_context,
         )
 
     def emit(self, kind: str, actor: Optional[int] = None, target: Optional[int] = None, **data: Any) -> Event:
@@ -286,7 +342,22 @@ class SocietyModel(mesa.Model):
 
     # ----- the tick ------------------------------------------------------------------------------
     def step(self) -> None:
-        """One tick: update, then for each phase observe/decide/act; reward; record."""
+        """One tick: update, then for each phase observe/decide/act; reward; record.
+
+        The cyclic garbage collector is paused for the tick: a tick allocates a few objects per
+        agent that reference counting frees, and at 10,000 agents the collector's repeated full
+        passes over the live world cost as much as the tick itself. It runs again when the tick
+        ends (and stays off if it was off).
+        """
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._tick()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _tick(self) -> None:
         self.events = []
         self.update()
         taken: dict[int, dict[str, Decision]] = {}

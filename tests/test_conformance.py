@@ -11,7 +11,8 @@ from sim.runner import execute
 
 
 class FakeLLM:
-    """A stand-in LLM backend for the contract test: random in-space answers, some garbage."""
+    """A stand-in LLM backend for the contract test: random in-space answers, and garbage for every
+    fourth request of a batch (so every run has some, whatever the seeds)."""
 
     name = "llm"
 
@@ -21,11 +22,11 @@ class FakeLLM:
     def decide_batch(self, requests):
         self.seen.append(len(requests))
         out = []
-        for r in requests:
+        for i, r in enumerate(requests):
             rng = random.Random(r.seed)
             space = r.space
             kind = space.spec()["type"]
-            if rng.random() < 0.2:
+            if i % 4 == 0:
                 value = "not a valid answer"
             elif kind == "choice":
                 value = rng.choice(space.options)

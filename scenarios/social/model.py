@@ -275,7 +275,7 @@ class SocialModel(SocietyModel):
                 agent_id=agent.unique_id, tick=self.tick, phase=phase, space=STANCE_SPACE, default="neutral",
                 backend=agent.policy, strategy=agent.strategy,
                 context=tpl.STANCE_CONTEXT.substitute(topic=self.config.topic, text=self.items.text[item]),
-                question=tpl.STANCE_QUESTION, seed=derive_seed(self.seed, self.tick, agent.unique_id, phase))
+                question=tpl.STANCE_QUESTION, seed=self.seeds.seed_for(self.tick, agent.unique_id, phase))
         return None
 
     def _feed_of(self, r: int) -> list[int]:
