@@ -40,6 +40,7 @@ bench: bootstrap
 	$(PY) benchmarks/engine.py
 	$(PY) benchmarks/llm_throughput.py
 	$(PY) benchmarks/llm_scale.py
+	$(PY) benchmarks/prompt_layout.py
 
 clean:
 	rm -rf $(VENV) *.egg-info site

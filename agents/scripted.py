@@ -26,11 +26,11 @@ class ScriptedBackend:
 
     def __init__(self, strategies: Mapping[str, Strategy], rng: int = RNG_VERSION) -> None:
         self.strategies = dict(strategies)
-        self.rng = rng  # the run's rng version (sim.rng): which generator a strategy draws from
+        self.rng = rng  # the run's contract version (sim.rng): which generator a strategy draws from
 
     def bind(self, run_id: str, spec: Any) -> None:
-        """Draw with the generator of the run's rng version (a run stored under version 1 replays with its own)."""
-        self.rng = spec.rng
+        """Draw with the generator of the run's contract version (a run stored under version 1 replays with its own)."""
+        self.rng = spec.contract
 
     def decide_batch(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
         out: list[Decision] = []

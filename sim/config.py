@@ -12,9 +12,8 @@ from typing import Any, Optional
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sim.contracts import LLMSpec, RunSpec
+from sim.contracts import CONTRACT, LLMSpec, RunSpec
 from sim.errors import UsageError
-from sim.rng import RNG_VERSION
 
 RESERVED = ("scenario", "seed", "policy", "llm", "ticks")
 
@@ -228,7 +227,7 @@ def build_spec(
         raise UsageError(f"{flags} only apply to LLM agents, and this run has none: add --policy llm "
                          "(or a population group with policy: llm)")
     return RunSpec(scenario=scenario, config=config.model_dump(mode="json"), seed=seed, policy=policy, llm=llm_spec,
-                   rng=RNG_VERSION)
+                   contract=CONTRACT)
 
 
 def _absolute_refs(data: dict[str, Any], base: Optional[Path] = None) -> dict[str, Any]:

@@ -18,6 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from sim.spaces import Space
 
 
+#: The decision contract new runs are made under: what, besides the spec's own fields, decides a run's
+#: decisions (and so its LLM cache keys). A stored run replays under its own (`RunSpec.contract`):
+#:   1 (runs stored before 2026-11-23): blake2b request seeds and Mersenne Twister strategy draws;
+#:   2: counter-based request seeds and strategy draws (sim.rng).
+#: A later change of that kind (the built-in prompt's layout, say) bumps it, and keeps the old way for replays.
+CONTRACT = 2
+
+
 def derive_seed(seed: int, *parts: Any) -> int:
     """A 63-bit seed derived from the run seed and any labels (tick, agent, phase).
 
@@ -156,11 +164,11 @@ class RunSpec(BaseModel):
     seed: int = 0
     policy: Literal["scripted", "llm"] = "scripted"
     llm: LLMSpec = Field(default_factory=LLMSpec)
-    # the per-decision random-stream version (sim.rng): every spec the platform builds names the current
-    # one; a spec that names none was stored before versions existed and replays with version 1
-    rng: Literal[1, 2] = 1
+    # the decision contract the run was made under (see CONTRACT): every spec the platform builds names the
+    # current one; a spec that names none was stored before versions existed and replays under version 1
+    contract: Literal[1, 2] = 1
 
     def digest(self) -> str:
-        """A short stable hash of the spec (a version-1 spec hashes as it did before `rng` existed)."""
-        text = json.dumps(self.model_dump(mode="json", exclude={"rng"} if self.rng == 1 else None), sort_keys=True)
+        """A short stable hash of the spec (a version-1 spec hashes as it did before `contract` existed)."""
+        text = json.dumps(self.model_dump(mode="json", exclude={"contract"} if self.contract == 1 else None), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -202,7 +202,7 @@ class SocietyModel(mesa.Model):
         self._all_agents = Roster([], random=self.random)  # model.agents: Mesa's AgentSet, looped over fast
         self.config = config
         self.seed = seed
-        self.seeds = SeedStream(seed, rng)  # each decision's seed (sim.rng); `rng` is the run spec's version
+        self.seeds = SeedStream(seed, rng)  # each decision's seed (sim.rng); `rng` is the run spec's contract version
         self.broker = broker
         self.policy = policy
         self.on_tick = on_tick

@@ -1,7 +1,8 @@
 """Per-decision randomness: the seed each request gets and the generator a scripted strategy draws from.
 
 Both are pure functions of (run seed, tick, agent, phase), so a decision never depends on which
-other requests share its batch. Two versions exist, and a run's spec names its own (`RunSpec.rng`):
+other requests share its batch. Two versions exist, those of the decision contract a run's spec names
+(`RunSpec.contract`, see `sim.contracts.CONTRACT`):
 
 - **1** (runs stored before the version existed): blake2b of the labels for every request, and a
   Mersenne Twister (`random.Random(seed)`) per drawing strategy. Correct, but ~9 µs per request.
@@ -21,7 +22,7 @@ from typing import Any
 
 from sim.contracts import derive_seed
 
-RNG_VERSION = 2  # the version new runs are written with
+RNG_VERSION = 2  # the version new runs are written with (contract 2)
 RNG_VERSIONS = (1, 2)
 
 _M64 = (1 << 64) - 1

@@ -157,7 +157,7 @@ def execute(
                     progress(record.tick, total, record)
 
             model = cls(plan.first_config(config) if plan is not None else config, seed=spec.seed,
-                        broker=DecisionBroker(backends), policy=spec.policy, on_tick=commit, rng=spec.rng)
+                        broker=DecisionBroker(backends), policy=spec.policy, on_tick=commit, rng=spec.contract)
             if plan is not None:
                 plan.attach(model, backends)
             last = total if stop_after is None else min(total, stop_after)

@@ -32,9 +32,8 @@ from pydantic import ValidationError
 from sqlmodel import Session, select
 
 from sim.config import _absolute_refs, _check_population, _deep_merge, describe_error, load_yaml, validate_config
-from sim.contracts import LLMSpec, RunSpec
+from sim.contracts import CONTRACT, LLMSpec, RunSpec
 from sim.errors import UsageError
-from sim.rng import RNG_VERSION
 from sim.store import Run, Store, SweepRow
 
 KEYS = ("scenario", "base", "grid", "seeds", "policy", "llm", "ticks")
@@ -153,7 +152,7 @@ def spec_for(definition: dict[str, Any], cell: dict[str, Any], seed: int, where:
         raise UsageError(f"{where}: {describe_error(exc, LLMSpec, 'llm.')}") from None
     _check_population(cls, config, definition["policy"])
     return RunSpec(scenario=definition["scenario"], config=config.model_dump(mode="json"), seed=seed,
-                   policy=definition["policy"], llm=llm_spec, rng=RNG_VERSION)
+                   policy=definition["policy"], llm=llm_spec, contract=CONTRACT)
 
 
 def expand(definition: dict[str, Any], where: str = "sweep") -> list[RunSpec]:

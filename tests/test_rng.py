@@ -10,7 +10,7 @@ from agents.scripted import ScriptedBackend
 from scenarios.commons.model import CommonsConfig, CommonsModel
 from sim.broker import DecisionBroker
 from sim.config import build_spec
-from sim.contracts import RunSpec, derive_seed
+from sim.contracts import CONTRACT, RunSpec, derive_seed
 from sim.rng import RNG_VERSION, CounterRandom, LazyRandom, SeedStream
 from sim.runner import execute
 
@@ -62,12 +62,12 @@ def test_lazy_random_draws_like_mersenne_twister():
     assert [LazyRandom(5).randint(0, 99) for _ in range(1)] == [random.Random(5).randint(0, 99)]
 
 
-def test_specs_name_their_version_and_an_unnamed_one_is_version_1():
+def test_specs_name_their_contract_and_an_unnamed_one_is_version_1():
     spec = build_spec("commons", seed=3)
-    assert spec.rng == RNG_VERSION == 2
-    stored_before_versions = {k: v for k, v in spec.model_dump(mode="json").items() if k != "rng"}
+    assert spec.contract == CONTRACT == RNG_VERSION == 2
+    stored_before_versions = {k: v for k, v in spec.model_dump(mode="json").items() if k != "contract"}
     old = RunSpec.model_validate(stored_before_versions)
-    assert old.rng == 1
+    assert old.contract == 1
     # a version-1 spec hashes as it did before the field existed; a version-2 one differently
     import hashlib
     import json
@@ -80,7 +80,7 @@ def test_a_version_1_run_replays_with_version_1_and_differs_from_version_2(store
 
     sets = ["fishers=6", "months=4", "strategy=random", "capacity=200", "collapse_below=0"]
     v2 = build_spec("commons", sets=sets, seed=11)
-    v1 = v2.model_copy(update={"rng": 1})
+    v1 = v2.model_copy(update={"contract": 1})
     r1, r2 = execute(v1, store), execute(v2, store)
     acts = lambda r: [s.action for s in store.steps(r.run_id)]  # noqa: E731
     assert acts(r1) != acts(r2)  # the version decides the random stream

@@ -1,0 +1,100 @@
+"""Prompt layout: the built-in prompt against one that asks the question before the agent's own text.
+
+The built-in prompt (agents/llm/templates/user.txt) puts the question and the answer format after
+the agent's own text (identity, memory, feedback), so every request forwards them on its own. The
+`shared_question` layout moves them into the shared part and restates the question last, which
+shortens what each agent forwards. This measures both sides of that trade on the fishery's 32-agent
+harvest tick in months 1, 2 and 4 (0, 1 and 3 memory lines):
+
+- speed: the batched tick against one call per agent, and the prompt tokens each forwards;
+- decisions: `--draws` catches per fisher (distinct seeds) on the same states under each layout: the
+  mean, spread, the share at most the sustainable share, and the share taking half the stock or more.
+
+    python benchmarks/prompt_layout.py [--months 1 2 4] [--draws 8] [--out FILE]
+
+A layout is worth adopting only if it is faster and its decisions are no worse; the JSON says both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agents.llm.prompts import DEFAULT, PromptTemplate, render_messages  # noqa: E402
+from benchmarks.llm_throughput import harvest_requests, timed  # noqa: E402
+from scenarios.commons.strategies import sustainable_share  # noqa: E402
+
+SHARED_QUESTION = PromptTemplate(
+    user="${context}\n${question}\nAnswer with ${space}.${answer_hint}\n${persona}${own}\n${memory}${feedback}\n${question}")
+LAYOUTS = {"built_in": DEFAULT, "shared_question": SHARED_QUESTION}
+_M63 = (1 << 63) - 1
+
+
+def speed(lm, eng, reqs, prompt) -> dict:
+    msgs = [render_messages(r, prompt) for r in reqs]
+    eng.answer(reqs[:2], msgs[:2])  # warm-up
+    before = lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"]
+    batched = timed(lambda: eng.answer(reqs, msgs), 1)
+    forwarded = lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"] - before
+    single = timed(lambda: [eng.answer([r], [m]) for r, m in zip(reqs, msgs)], 1)
+    toks = lm.encode([lm.render(m) for m in msgs])
+    return {"prompt_tokens_mean": statistics.fmean(len(t) for t in toks), "tokens_one_call_per_agent": sum(len(t) for t in toks),
+            "tokens_forwarded_batched": forwarded, "batched_s": batched, "one_call_per_agent_s": single,
+            "speedup": single / batched}
+
+
+def decisions(eng, reqs, prompt, draws: int) -> dict:
+    """`draws` answers per request (seeds spread by the golden ratio), as a distribution."""
+    many = [replace(r, seed=(r.seed + k * 0x9E3779B97F4A7C15) & _M63) for k in range(draws) for r in reqs]
+    answers = eng.answer(many, [render_messages(r, prompt) for r in many])
+    values = [a.value for a in answers if a.error is None]
+    share, stock = sustainable_share(reqs[0].observation), reqs[0].space.hi
+    return {"decisions": len(many), "valid": len(values), "mean": statistics.fmean(values), "sd": statistics.pstdev(values),
+            "median": statistics.median(values), "sustainable_share": share, "stock": stock,
+            "within_sustainable_share": sum(v <= share for v in values) / len(values),
+            "half_the_stock_or_more": sum(v >= stock / 2 for v in values) / len(values)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--months", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--draws", type=int, default=8, help="answers per fisher and layout for the decision distribution")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    import torch
+
+    from agents.llm.local import shared_lm
+    from agents.llm.local_engine import LocalEngine
+
+    lm = shared_lm()
+    eng = LocalEngine(lm=lm, temperature=0.7)
+    rows = []
+    for month in args.months:
+        reqs = harvest_requests(32, months_before=month - 1)
+        for name, prompt in LAYOUTS.items():
+            row = {"month": month, "layout": name, **speed(lm, eng, reqs, prompt), **decisions(eng, reqs, prompt, args.draws)}
+            print(f"month {month} {name:15s} {row['speedup']:.2f}x  mean catch {row['mean']:.2f}  "
+                  f"within share {row['within_sustainable_share']:.3f}", file=sys.stderr, flush=True)
+            rows.append(row)
+    device = lm.device
+    out = {"benchmark": "prompt_layout", "scenario": "commons harvest, 32 LLM fishers (conditional history)",
+           "templates": {"built_in": DEFAULT.user, "shared_question": SHARED_QUESTION.user},
+           "machine": {"python": platform.python_version(), "torch": torch.__version__, "device": device,
+                       "dtype": str(lm.dtype), "cpu_threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine()},
+           "temperature": 0.7, "draws_per_fisher": args.draws, "rows": rows, "when": time.strftime("%Y-%m-%d")}
+    path = Path(args.out or ROOT / "benchmarks" / "results" / f"prompt_layout-{'cuda' if device.startswith('cuda') else 'cpu'}.json")
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
