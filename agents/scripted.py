@@ -13,7 +13,7 @@ from typing import Any
 
 from sim.broker import fallback_decision
 from sim.contracts import Decision, DecisionRequest
-from sim.rng import RNG_VERSION, CounterRandom, LazyRandom
+from sim.rng import RNG_VERSION, CounterRandom, LazyRandom, rng_version
 
 Strategy = Callable[[DecisionRequest, random.Random], Any]
 
@@ -30,7 +30,7 @@ class ScriptedBackend:
 
     def bind(self, run_id: str, spec: Any) -> None:
         """Draw with the generator of the run's contract version (a run stored under version 1 replays with its own)."""
-        self.rng = spec.contract
+        self.rng = rng_version(spec.contract)
 
     def decide_batch(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
         out: list[Decision] = []

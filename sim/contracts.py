@@ -165,7 +165,7 @@ class RunSpec(BaseModel):
     policy: Literal["scripted", "llm"] = "scripted"
     llm: LLMSpec = Field(default_factory=LLMSpec)
     # the decision contract the run was made under (see CONTRACT): every spec the platform builds names the
-    # current one; a spec that names none was stored before versions existed and replays under version 1
+    # current one; a spec that names none (stored before versions existed, or built by hand) is version 1
     contract: Literal[1, 2] = 1
 
     def digest(self) -> str:

@@ -173,6 +173,11 @@ class Roster(AgentSet):
         super().__setstate__(state)
         self._snapshot = None
 
+    def __copy__(self) -> AgentSet:
+        """A plain AgentSet of the same agents (`select()` with no filter copies): a copy keeps no
+        cached tuple, so it never holds an agent the model has removed."""
+        return AgentSet(list(self._agents.keys()), self.random)
+
 
 class SocietyModel(mesa.Model):
     """Base class of every scenario. Subclasses fill in the hooks below."""

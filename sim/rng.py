@@ -10,8 +10,8 @@ other requests share its batch. Two versions exist, those of the decision contra
   `base + agent_id × golden ratio` per agent; strategies draw from `CounterRandom`, a SplitMix64
   counter stream behind `random.Random`'s interface. ~1.5 µs per request.
 
-Version 1 stays so that runs stored under it replay exactly (their LLM cache keys and scripted draws
-were made with it); nothing new is written with it.
+Version 1 stays so that runs stored under it replay, resume and fork exactly (their LLM cache keys
+and scripted draws were made with it); no new run starts under it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ RNG_VERSIONS = (1, 2)
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
+
+
+def rng_version(contract: int) -> int:
+    """The random-stream version of a decision contract (`RunSpec.contract`): 1 for contract 1, else 2."""
+    return 1 if contract == 1 else RNG_VERSION
 
 
 def _mix64(z: int) -> int:
@@ -71,9 +76,12 @@ class CounterRandom(random.Random):
 
     __slots__ = ("_state", "gauss_next")
 
-    def __init__(self, seed: int = 0) -> None:  # no super().__init__: that would seed a Mersenne Twister
-        self._state = seed & _M64
-        self.gauss_next = None  # random.Random.gauss keeps its second value here
+    def __init__(self, seed: Any = 0) -> None:  # no super().__init__: that would seed a Mersenne Twister
+        if type(seed) is int:
+            self._state = seed & _M64
+            self.gauss_next = None  # random.Random.gauss keeps its second value here
+        else:
+            self.seed(seed)
 
     def seed(self, a: Any = None, version: int = 2) -> None:
         if a is None:
@@ -102,13 +110,14 @@ class CounterRandom(random.Random):
         s = self._state = (self._state + _GOLDEN) & _M64
         return (_mix64(s) >> 11) * 1.1102230246251565e-16  # 53 bits / 2**53
 
-    def getstate(self) -> tuple[str, int]:
-        return ("counter", self._state)
+    def getstate(self) -> tuple[str, int, Any]:
+        return ("counter", self._state, self.gauss_next)
 
     def setstate(self, state: Any) -> None:
-        if not (isinstance(state, tuple) and len(state) == 2 and state[0] == "counter"):
+        if not (isinstance(state, tuple) and len(state) == 3 and state[0] == "counter"):
             raise ValueError("not a CounterRandom state")
         self._state = int(state[1]) & _M64
+        self.gauss_next = state[2]
 
 
 class LazyRandom:

@@ -130,8 +130,12 @@ def _set_path(key: str, value: Any) -> dict[str, Any]:
     return root
 
 
-def spec_for(definition: dict[str, Any], cell: dict[str, Any], seed: int, where: str = "sweep") -> RunSpec:
-    """The RunSpec of one (cell, seed): base, then the cell's overrides; validated like `societas run`."""
+def spec_for(definition: dict[str, Any], cell: dict[str, Any], seed: int, where: str = "sweep",
+             contract: int = CONTRACT) -> RunSpec:
+    """The RunSpec of one (cell, seed): base, then the cell's overrides; validated like `societas run`.
+
+    `contract` is the sweep's decision contract: the current one for a new sweep, the one it started
+    under for a sweep being continued (its runs must stay comparable and keep their ids)."""
     from scenarios import get_scenario
 
     cls = get_scenario(definition["scenario"])
@@ -152,15 +156,15 @@ def spec_for(definition: dict[str, Any], cell: dict[str, Any], seed: int, where:
         raise UsageError(f"{where}: {describe_error(exc, LLMSpec, 'llm.')}") from None
     _check_population(cls, config, definition["policy"])
     return RunSpec(scenario=definition["scenario"], config=config.model_dump(mode="json"), seed=seed,
-                   policy=definition["policy"], llm=llm_spec, contract=CONTRACT)
+                   policy=definition["policy"], llm=llm_spec, contract=contract)
 
 
-def expand(definition: dict[str, Any], where: str = "sweep") -> list[RunSpec]:
+def expand(definition: dict[str, Any], where: str = "sweep", contract: int = CONTRACT) -> list[RunSpec]:
     """Every run of the sweep, once each (duplicate cells collapse)."""
     specs: dict[str, RunSpec] = {}
     for cell in cells(definition):
         for seed in definition["seeds"]:
-            spec = spec_for(definition, cell, seed, where)
+            spec = spec_for(definition, cell, seed, where, contract)
             specs.setdefault(spec.digest(), spec)
     return list(specs.values())
 
@@ -185,13 +189,15 @@ def prepare(store: Store, definition: dict[str, Any], source: Optional[str] = No
     from sim.resume import owner_alive
 
     sid = sweep_id(definition)
-    specs = expand(definition)
     now = datetime.now(timezone.utc)
     with Session(store.engine) as s:
         row = s.get(SweepRow, sid)
+        # a sweep keeps the decision contract it started under (recorded with it; none recorded: 1)
+        contract = CONTRACT if row is None else int((row.definition or {}).get("contract", 1))
+        specs = expand(definition, contract=contract)
         if row is None:
-            s.add(SweepRow(id=sid, scenario=definition["scenario"], definition=definition, total=len(specs),
-                           source=source, created_at=now, updated_at=now))
+            s.add(SweepRow(id=sid, scenario=definition["scenario"], definition={**definition, "contract": contract},
+                           total=len(specs), source=source, created_at=now, updated_at=now))
         else:
             row.updated_at = now
             s.add(row)

@@ -127,3 +127,53 @@ def test_a_tick_pauses_the_collector_and_restores_its_state():
         assert not gc.isenabled()  # off stays off
     finally:
         gc.enable()
+
+
+def test_a_sweep_keeps_the_contract_it_started_under(tmp_path, store):
+    """A sweep recorded before contracts existed continues under contract 1: its finished runs keep
+    their ids and are not run again; a new sweep records the current contract."""
+    from sqlmodel import Session
+
+    from sim.store import SweepRow
+    from sim.sweep import load_sweep, prepare, run_sweep
+
+    path = tmp_path / "s.yaml"
+    path.write_text("scenario: commons\nbase: {months: 2, fishers: 3, strategy: random}\ngrid:\n  regrowth: [2.0]\nseeds: 2\n")
+    definition = load_sweep(path)
+    plan = prepare(store, definition)
+    assert {spec["contract"] for _, _, spec in plan.todo} == {CONTRACT}
+    with Session(store.engine) as s:  # make it a sweep stored before contracts: no contract recorded
+        row = s.get(SweepRow, plan.sweep_id)
+        row.definition = {k: v for k, v in row.definition.items() if k != "contract"}
+        s.add(row)
+        s.commit()
+    old = prepare(store, definition)
+    assert {spec["contract"] for _, _, spec in old.todo} == {1}
+    assert {rid for rid, _, _ in old.todo}.isdisjoint({rid for rid, _, _ in plan.todo})  # the ids follow the contract
+    run_sweep(store, old, workers=1)
+    again = prepare(store, definition)
+    assert again.todo == [] and again.done_before == again.total == 2
+
+
+def test_contract_maps_to_one_rng_version_and_counter_random_state_is_whole():
+    from sim.rng import rng_version
+
+    assert [rng_version(c) for c in (1, 2, 3)] == [1, 2, 2]
+    r = CounterRandom(9)
+    r.gauss(0, 1)  # leaves its second value in gauss_next
+    state = r.getstate()
+    first = r.gauss(0, 1)
+    r.setstate(state)
+    assert r.gauss(0, 1) == first
+    assert CounterRandom("label").random() == CounterRandom("label").random()
+
+
+def test_a_copy_of_the_roster_does_not_keep_removed_agents():
+    m = _model(3)
+    copy = m.agents.select()
+    list(copy)
+    gone = next(iter(m.agents))
+    gone.remove()
+    del gone
+    gc.collect()
+    assert len(list(copy)) == 2
