@@ -13,7 +13,7 @@ from typing import Any
 
 from sim.broker import fallback_decision
 from sim.contracts import Decision, DecisionRequest
-from sim.rng import RNG_VERSION, CounterRandom, LazyRandom, rng_version
+from sim.rng import RNG_VERSION, rng_version, strategy_rng_class
 
 Strategy = Callable[[DecisionRequest, random.Random], Any]
 
@@ -34,7 +34,7 @@ class ScriptedBackend:
 
     def decide_batch(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
         out: list[Decision] = []
-        make_rng = CounterRandom if self.rng != 1 else LazyRandom
+        make_rng = strategy_rng_class(self.rng)  # looked up once per batch: the loop below is the hot path
         for request in requests:
             strategy = self.strategies.get(request.strategy or "")
             if strategy is None and request.strategy and ":" in request.strategy:  # module:function, file.py:function

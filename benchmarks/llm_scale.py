@@ -89,28 +89,34 @@ def device_limits(lm) -> dict:
             "parameters": params, "weight_bytes": weight_bytes}
 
 
+def tick_speed(lm, eng, reqs, prompt=None, repeat: int = 2) -> dict:
+    """One batched tick against one call per agent on the same requests (rendered with `prompt`,
+    default the built-in template): seconds, tokens forwarded each way, and the speed-up."""
+    msgs = [render_messages(r, prompt) for r in reqs]
+    eng.answer(reqs[:2], msgs[:2])  # warm-up
+    before = lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"]
+    batched = timed(lambda: eng.answer(reqs, msgs), repeat)
+    forwarded = (lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"] - before) / repeat
+    single = timed(lambda: [eng.answer([r], [m]) for r, m in zip(reqs, msgs)], 1)
+    toks = lm.encode([lm.render(m) for m in msgs])
+    return {"prompt_tokens_mean": statistics.fmean(len(t) for t in toks), "tokens_one_call_per_agent": sum(len(t) for t in toks),
+            "tokens_forwarded_batched": forwarded, "batched_s": batched, "one_call_per_agent_s": single,
+            "speedup": single / batched}
+
+
 def cpu_section(lm, eng) -> dict:
     """The CPU targets: 32-agent tick batched vs per agent, mixed vs single persona, threads."""
     import torch
 
     out: dict = {}
-    ticks = []
+    ticks, by_month = [], {}
     for month in (1, 2, 4):  # memory grows with the months: 0, 1 and 3 lines of the fisher's own
-        reqs = harvest_requests(32, months_before=month - 1)
-        msgs = [render_messages(r) for r in reqs]
-        eng.answer(reqs[:2], msgs[:2])  # warm-up
-        before = lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"]
-        batched = timed(lambda: eng.answer(reqs, msgs), 2)
-        forwarded = (lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"] - before) / 2
-        single = timed(lambda: [eng.answer([r], [m]) for r, m in zip(reqs, msgs)], 1)
-        toks = lm.encode([lm.render(m) for m in msgs])
-        row = {"month": month, "prompt_tokens_mean": statistics.fmean(len(t) for t in toks),
-               "tokens_one_call_per_agent": sum(len(t) for t in toks), "tokens_forwarded_batched": forwarded,
-               "batched_s": batched, "one_call_per_agent_s": single, "speedup": single / batched}
+        by_month[month] = reqs = harvest_requests(32, months_before=month - 1)
+        row = {"month": month, **tick_speed(lm, eng, reqs)}
         print(f"  month {month}: {row['speedup']:.2f}x", file=sys.stderr)
         ticks.append(row)
     out["tick_32_number"] = ticks
-    reqs = harvest_requests(32, months_before=1)
+    reqs = by_month[2]
     msgs = [render_messages(r) for r in reqs]
     alt, selfish = DISPOSITIONS["altruistic"][0], DISPOSITIONS["selfish"][0]
     one = [replace(r, persona=alt) for r in reqs]

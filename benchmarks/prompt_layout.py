@@ -30,26 +30,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agents.llm.prompts import DEFAULT, PromptTemplate, render_messages  # noqa: E402
-from benchmarks.llm_throughput import harvest_requests, timed  # noqa: E402
+from benchmarks.llm_scale import tick_speed  # noqa: E402
+from benchmarks.llm_throughput import harvest_requests  # noqa: E402
 from scenarios.commons.strategies import sustainable_share  # noqa: E402
 
 SHARED_QUESTION = PromptTemplate(
     user="${context}\n${question}\nAnswer with ${space}.${answer_hint}\n${persona}${own}\n${memory}${feedback}\n${question}")
 LAYOUTS = {"built_in": DEFAULT, "shared_question": SHARED_QUESTION}
 _M63 = (1 << 63) - 1
-
-
-def speed(lm, eng, reqs, prompt) -> dict:
-    msgs = [render_messages(r, prompt) for r in reqs]
-    eng.answer(reqs[:2], msgs[:2])  # warm-up
-    before = lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"]
-    batched = timed(lambda: eng.answer(reqs, msgs), 1)
-    forwarded = lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"] - before
-    single = timed(lambda: [eng.answer([r], [m]) for r, m in zip(reqs, msgs)], 1)
-    toks = lm.encode([lm.render(m) for m in msgs])
-    return {"prompt_tokens_mean": statistics.fmean(len(t) for t in toks), "tokens_one_call_per_agent": sum(len(t) for t in toks),
-            "tokens_forwarded_batched": forwarded, "batched_s": batched, "one_call_per_agent_s": single,
-            "speedup": single / batched}
 
 
 def decisions(eng, reqs, prompt, draws: int) -> dict:
@@ -81,7 +69,7 @@ def main() -> None:
     for month in args.months:
         reqs = harvest_requests(32, months_before=month - 1)
         for name, prompt in LAYOUTS.items():
-            row = {"month": month, "layout": name, **speed(lm, eng, reqs, prompt), **decisions(eng, reqs, prompt, args.draws)}
+            row = {"month": month, "layout": name, **tick_speed(lm, eng, reqs, prompt, repeat=1), **decisions(eng, reqs, prompt, args.draws)}
             print(f"month {month} {name:15s} {row['speedup']:.2f}x  mean catch {row['mean']:.2f}  "
                   f"within share {row['within_sustainable_share']:.3f}", file=sys.stderr, flush=True)
             rows.append(row)

@@ -142,6 +142,6 @@ class LazyRandom:
         return value
 
 
-def strategy_rng(seed: int, version: int = RNG_VERSION) -> random.Random:
-    """The generator a scripted strategy draws from for a request with this seed."""
-    return CounterRandom(seed) if version != 1 else LazyRandom(seed)  # type: ignore[return-value]
+def strategy_rng_class(version: int = RNG_VERSION) -> type:
+    """The generator class a scripted strategy draws from under rng `version` (called with the request's seed)."""
+    return CounterRandom if version != 1 else LazyRandom
