@@ -199,7 +199,7 @@ def test_two_templates_compute_two_shared_prefixes_with_answers_equal_to_no_shar
     shared = lm.decode_numbers(prompts, bounds, 0.8, range(16))
     assert lm.counters["prefix_forwards"] - before["prefix_forwards"] == 2
     plan = lm._plan(prompts)
-    assert len(plan) == 2 and all(p >= 16 for p, _ in plan)
+    assert len(plan) == 2 and all(p >= 16 for p, _, _ in plan)
     old = lm.min_shared_prefix
     lm.min_shared_prefix = 10**9  # sharing off: every row forwards its whole prompt
     try:
@@ -209,3 +209,90 @@ def test_two_templates_compute_two_shared_prefixes_with_answers_equal_to_no_shar
     finally:
         lm.min_shared_prefix = old
     assert shared == unshared
+
+
+def test_two_personas_extend_one_shared_situation_with_answers_equal_to_no_sharing(lm):
+    """Mixed personas: the situation before the personas differ is forwarded once, each persona only
+    extends it (a prefix tree), and the answers equal those of a batch computed without sharing."""
+    situation = "You fish in a lake shared by many fishers. " + "The lake is deep and the water is cold. " * 6
+    def prompt(i: int) -> list[int]:
+        persona = "a careful fisher who saves fish for next year" if i % 2 else "a greedy newcomer who wants money now"
+        msgs = [{"role": "system", "content": "You take part in a simulation."},
+                {"role": "user", "content": f"{situation}\nYou are {persona}. You are fisher {i}. How many tons?"}]
+        return lm.encode([lm.render(msgs)])[0]
+
+    prompts = [prompt(i) for i in range(12)]
+    plan = lm._plan(prompts)
+    assert len(plan) == 2
+    (p1, chain1, _), (p2, chain2, _) = plan
+    assert chain1 == chain2 and len(chain1) == 1 and 16 <= chain1[0] < min(p1, p2)  # one common ancestor
+    before = dict(lm.counters)
+    shared = lm.decode_numbers(prompts, [(0, 50)] * 12, 0.8, range(12))
+    assert lm.counters["prefix_forwards"] - before["prefix_forwards"] == 3  # the situation, then each persona's extension
+    assert lm.counters["prefix_tokens"] - before["prefix_tokens"] == max(p1, p2) + min(p1, p2) - chain1[0]
+    old = lm.min_shared_prefix
+    lm.min_shared_prefix = 10**9
+    try:
+        unshared = lm.decode_numbers(prompts, [(0, 50)] * 12, 0.8, range(12))
+    finally:
+        lm.min_shared_prefix = old
+    assert shared == unshared
+
+
+def _trie_size(prefixes: set) -> int:
+    """Tokens a prefix tree forwards: each prefix's extension beyond the longest shorter one in the set."""
+    total = 0
+    for p in prefixes:
+        parent = max((len(q) for q in prefixes if len(q) < len(p) and p[:len(q)] == q), default=0)
+        total += len(p) - parent
+    return total
+
+
+def test_a_two_level_prefix_tree_forwards_each_prefix_once_with_answers_equal_to_no_sharing(lm):
+    """Two personas, each with two moods: the situation, each persona and each mood are forwarded once."""
+    situation = "You fish in a lake shared by many fishers. " + "The lake is deep and the water is cold. " * 4
+    personas = ["a careful fisher who saves fish for next year", "a greedy newcomer who wants money now"]
+    moods = ["Today the sky is grey and a storm is coming over the hills.",
+             "Today the sun is bright and the market pays well for fish."]
+
+    def prompt(i: int) -> list[int]:
+        msgs = [{"role": "system", "content": "You take part in a simulation."},
+                {"role": "user", "content": f"{situation}\nYou are {personas[i % 2]}. {moods[(i // 2) % 2]} "
+                                            f"You are fisher {i}. How many tons?"}]
+        return lm.encode([lm.render(msgs)])[0]
+
+    prompts = [prompt(i) for i in range(24)]
+    plan = lm._plan(prompts)
+    prefixes = {tuple(prompts[b[0][0]][:n]) for shared, chain, b in plan for n in (*chain, shared) if n}
+    assert len(plan) == 4 and max(len(chain) for _, chain, _ in plan) == 2
+    before = dict(lm.counters)
+    shared = lm.decode_numbers(prompts, [(0, 50)] * 24, 0.8, range(24))
+    assert lm.counters["prefix_forwards"] - before["prefix_forwards"] == len(prefixes) == 7
+    assert lm.counters["prefix_tokens"] - before["prefix_tokens"] == _trie_size(prefixes)
+    old = lm.min_shared_prefix
+    lm.min_shared_prefix = 10**9
+    try:
+        unshared = lm.decode_numbers(prompts, [(0, 50)] * 24, 0.8, range(24))
+    finally:
+        lm.min_shared_prefix = old
+    assert shared == unshared
+
+
+def test_rows_whose_own_extension_does_not_pay_stay_in_one_group(lm):
+    """A GPU-sized split cost: 300 rows of one text and 30 with texts of their own make 2 groups, not 31."""
+    base = list(range(100, 180))
+    ids = [base + [7, 8, 9, i % 50 + 200] for i in range(300)] + [base + [500 + i] * 6 + [1] for i in range(30)]
+    old = lm.split_cost
+    lm.split_cost = 4096
+    try:
+        plan = lm._plan(ids)
+    finally:
+        lm.split_cost = old
+    rows = sorted(i for _, _, buckets in plan for b in buckets for i in b)
+    assert rows == list(range(330)) and len(plan) == 1 and plan[0][0] == len(base)
+    lm.split_cost = 48
+    try:
+        plan = lm._plan(ids)
+    finally:
+        lm.split_cost = old
+    assert len(plan) == 2 and sorted(len(sum(b, [])) for _, _, b in plan) == [30, 300]

@@ -6,6 +6,11 @@ Batch shape (`_plan`):
   costs (`split_cost` tokens: small on a CPU, large on a GPU). Each group's common prefix is
   computed ONCE and its KV is kept as one copy shared by reference: a custom attention function
   (`_attention`) attends every row's queries to that single copy, so no row holds its own copy.
+- the groups form a prefix tree: text common to several groups (the system message and the
+  situation, before two personas' texts differ) is forwarded once, and each group forwards only
+  its extension of it, so a mixed population costs about what a single-persona one does. A
+  part of a group gets a group of its own only where forwarding its extension once saves more
+  than `split_cost` tokens; the other rows stay together at the common prefix.
 - each group is cut into buckets of rows of similar length, bounded by a token budget
   (`batch_tokens`: rows x padded suffix width) and a row cap.
 
@@ -285,15 +290,20 @@ class LocalLM:
         return [p if isinstance(p, list) else self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
 
     # ----- batch shape --------------------------------------------------------------------------
-    def _plan(self, ids: Sequence[list[int]]) -> list[tuple[int, list[list[int]]]]:
-        """[(shared prefix length, buckets of request indices)] per prefix group. See the module doc."""
+    def _plan(self, ids: Sequence[list[int]]) -> list[tuple[int, tuple[int, ...], list[list[int]]]]:
+        """[(shared prefix length, ancestor prefix lengths, buckets of request indices)] per prefix group.
+
+        Groups form a tree: a group's prefix extends its ancestors' (all shorter, outermost first), so
+        text common to several groups (the system message and the situation before the personas
+        differ) is forwarded once and each group forwards only its own extension. See the module doc.
+        """
         order = sorted(range(len(ids)), key=lambda i: ids[i])
         lcp = [_lcp(ids[a], ids[b]) for a, b in zip(order, order[1:])]
-        groups: list[tuple[int, int, int]] = []  # (start, end, prefix) over `order`
-        self._split(order, ids, lcp, 0, len(order), groups)
+        groups: list[tuple[list[int], int, tuple[int, ...]]] = []  # (request indices, prefix, ancestors)
+        self._split(order, ids, lcp, 0, len(order), groups, ())
         plan = []
-        for start, end, shared in groups:
-            rows = sorted(order[start:end], key=lambda i: len(ids[i]))
+        for members, shared, chain in groups:
+            rows = sorted(members, key=lambda i: len(ids[i]))
             buckets, cur, width = [], [], 0
             for i in rows:
                 w = max(width, len(ids[i]) - shared)
@@ -303,44 +313,67 @@ class LocalLM:
                 cur.append(i)
                 width = w
             buckets.append(cur)
-            plan.append((shared, buckets))
+            plan.append((shared, chain, buckets))
         return plan
 
-    def _split(self, order, ids, lcp, start: int, end: int, out: list) -> None:
-        """Cut order[start:end] at its smallest adjacent common prefix while cutting saves tokens."""
+    def _split(self, order, ids, lcp, start: int, end: int, out: list, chain: tuple[int, ...]) -> None:
+        """Group order[start:end]: cut at its smallest adjacent common prefix, and give a part a group
+        of its own (recursively) only where forwarding its extension once saves more than a forward
+        costs; the other parts' rows stay together in one group at the range's common prefix.
+
+        `chain`: the prefix lengths already computed for every row of the range (outermost first); a
+        part's prefix extends the range's, so a cut costs a forward of the extension only.
+        """
+        floor = chain[-1] if chain else 0
+
         def prefix(a: int, b: int) -> int:
             if b - a < 2:
-                return 0
+                return floor
             p = min(min(lcp[a:b - 1]), min(len(ids[order[k]]) for k in range(a, b)) - 1)
-            return p if p >= self.min_shared_prefix else 0
-
-        def cost(a: int, b: int, p: int) -> int:
-            return self.split_cost + p + sum(len(ids[order[k]]) - p for k in range(a, b))
+            return p if p >= self.min_shared_prefix else floor
 
         whole = prefix(start, end)
         if end - start < 2:
-            out.append((start, end, whole))
+            out.append((order[start:end], whole, chain))
             return
         low = min(lcp[start:end - 1])
         cuts = [k + 1 for k in range(start, end - 1) if lcp[k] == low]
         bounds = [start, *cuts, end]
-        parts = [(a, b, prefix(a, b)) for a, b in zip(bounds, bounds[1:])]
-        if sum(cost(a, b, p) for a, b, p in parts) < cost(start, end, whole):
-            for a, b, _ in parts:
-                self._split(order, ids, lcp, a, b, out)
-        else:
-            out.append((start, end, whole))
+        parts = [(a, b, max(prefix(a, b), whole)) for a, b in zip(bounds, bounds[1:])]
+        # a part's own extension, forwarded once, saves (rows - 1) x its length against every row forwarding it
+        paying = [(a, b) for a, b, p in parts if p > whole and (b - a - 1) * (p - whole) > self.split_cost]
+        if not paying:
+            out.append((order[start:end], whole, chain))
+            return
+        own = set(paying)
+        rest = [i for a, b, _ in parts if (a, b) not in own for i in order[a:b]]
+        if rest:
+            out.append((rest, whole, chain))
+        inner = chain + (whole,) if whole > floor else chain
+        for a, b in paying:
+            self._split(order, ids, lcp, a, b, out, inner)
 
     # ----- forward passes -----------------------------------------------------------------------
-    def _prefix_kv(self, tokens: list[int]):
-        """The KV of a shared prefix: one copy ([1, heads, P, dim] per layer), kept by reference."""
+    def _prefix_kv(self, tokens: list[int], parent=None, start: int = 0):
+        """The KV of a shared prefix: one copy ([1, heads, P, dim] per layer), kept by reference.
+
+        With `parent` (the KV of tokens[:start]) only tokens[start:] are forwarded, attending to it.
+        """
         self.counters["prefix_forwards"] += 1
-        self.counters["prefix_tokens"] += len(tokens)
-        x = torch.tensor([tokens], device=self.device)
-        with _shared_prefix(None):
-            out = self.model(input_ids=x, position_ids=torch.arange(len(tokens), device=self.device)[None],
+        self.counters["prefix_tokens"] += len(tokens) - start
+        x = torch.tensor([tokens[start:]], device=self.device)
+        positions = torch.arange(start, len(tokens), device=self.device)[None]
+        if parent is None:
+            with _shared_prefix(None):
+                out = self.model(input_ids=x, position_ids=positions, use_cache=True, logits_to_keep=1)
+            return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        n = len(tokens) - start
+        causal = torch.ones((n, n), dtype=torch.bool, device=self.device).tril()
+        with _shared_prefix(parent):
+            out = self.model(input_ids=x, attention_mask=causal[None, None], position_ids=positions,
                              use_cache=True, logits_to_keep=1)
-        return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        return [(torch.cat([pk, layer.keys], dim=2), torch.cat([pv, layer.values], dim=2))
+                for (pk, pv), layer in zip(parent, out.past_key_values.layers)]
 
     def _prefill(self, rows: Sequence[list[int]], shared: int, prefix_kv):
         """Forward the rows' own tokens (after `shared` prefix tokens) left-padded; last logits and state."""
@@ -375,9 +408,27 @@ class LocalLM:
         return out.logits[:, -1, :].to(self._fdtype), mask
 
     def _batches(self, ids: Sequence[list[int]]):
-        """(bucket indices, prefill state, prefix kv) for every bucket of the plan, prefixes computed once."""
-        for shared, buckets in self._plan(ids):
-            kv = self._prefix_kv(ids[buckets[0][0]][:shared]) if shared else None
+        """(bucket indices, prefill state, prefix kv) for every bucket of the plan, each prefix computed once.
+
+        The groups come in tree order, so the prefixes computed so far that are still prefixes of the
+        current group's rows are kept (shortest first, each with its KV); a group reuses the one of its
+        length or extends the longest shorter one, and the others are dropped (no later group needs them).
+        """
+        kept: list[tuple[list[int], Any]] = []
+        for shared, chain, buckets in self._plan(ids):
+            row = ids[buckets[0][0]]
+            kept = [(t, kv) for t, kv in kept if row[:len(t)] == t]
+            kv = None
+            for length in (*chain, shared):
+                if not length:
+                    continue
+                below = [e for e in kept if len(e[0]) < length]
+                if len(below) < len(kept) and len(kept[len(below)][0]) == length:
+                    kv = kept[len(below)][1]
+                    continue
+                parent = below[-1] if below else None
+                kv = self._prefix_kv(row[:length], parent[1] if parent else None, len(parent[0]) if parent else 0)
+                kept.insert(len(below), (row[:length], kv))
             for bucket in buckets:
                 yield bucket, self._prefill([ids[i] for i in bucket], shared, kv), kv
 
