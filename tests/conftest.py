@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,17 @@ import pytest
 from sim.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Deliver SIGINT to this process and the CLI processes it starts, however the suite was started.
+
+    A shell without job control starts a background job (`make test &`) with SIGINT ignored, and a
+    child inherits that; the CLI rightly keeps an ignored signal ignored (nohup), so the Ctrl-C tests
+    would hang or see nothing. They test the CLI's handling, not the caller's choice, so restore it.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
