@@ -24,7 +24,7 @@ class SocietyAgent(mesa.Agent):
         self.policy = policy
         self.strategy = strategy
         self.persona = persona
-        self.memory = memory or Memory()
+        self.memory = memory if memory is not None else Memory()  # (an empty Memory is falsy)
         self.total_payoff = 0.0
         self.last_payoff = 0.0
         self.last_reward = 0.0

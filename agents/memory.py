@@ -55,8 +55,9 @@ class Memory:
         while len(self.items) > self.window:
             old = self.items.popleft()
             self.summary = (self.summary + f" [t{old.tick}] {old.text}").strip()
-            if len(self.summary) > self.summary_chars:
-                self.summary = "..." + self.summary[-(self.summary_chars - 3):]
+            if len(self.summary) > self.summary_chars:  # keep its end; 0 (or too small for "..."): no summary
+                keep = self.summary_chars - 3
+                self.summary = "..." + self.summary[-keep:] if keep > 0 else ""
 
     def relate(self, peer: int, delta: float, decay: float = 0.9) -> float:
         """Update trust in `peer` by an exponential moving step, clipped to [-1, 1].

@@ -27,17 +27,18 @@ from agents.scripted import ScriptedBackend  # noqa: E402
 from scenarios.commons import CommonsConfig, CommonsModel  # noqa: E402
 from sim.broker import DecisionBroker  # noqa: E402
 from sim.config import build_spec  # noqa: E402
+from sim.contracts import CONTRACT  # noqa: E402
 from sim.runner import execute  # noqa: E402
 from sim.spaces import Choice, Text  # noqa: E402
 from sim.store import Store  # noqa: E402
 
 
-def harvest_requests(n: int, seed: int = 0, months_before: int = 3):
+def harvest_requests(n: int, seed: int = 0, months_before: int = 3, contract: int = CONTRACT):
     """n real harvest requests after `months_before` months (memory and history filled): LLM fishers,
     whose months are answered by their scripted strategy (scripted fishers remember nothing)."""
     cfg = CommonsConfig(fishers=n, months=12, strategy="conditional", memory_window=4)
     scripted = ScriptedBackend(CommonsModel.strategies)
-    model = CommonsModel(cfg, seed=seed, policy="llm", broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
+    model = CommonsModel(cfg, seed=seed, policy="llm", broker=DecisionBroker({"llm": scripted, "scripted": scripted}), contract=contract)
     for _ in range(months_before):
         model.step()
     model.steps += 1  # the next month's view

@@ -1,18 +1,20 @@
-"""Prompt layout: the built-in prompt against one that asks the question before the agent's own text.
+"""Prompt layout: what each fisher forwards on its own, against how the fishery's catches come out.
 
 The built-in prompt (agents/llm/templates/user.txt) puts the question and the answer format after
 the agent's own text (identity, memory, feedback), so every request forwards them on its own. The
 `shared_question` layout moves them into the shared part and restates the question last, which
-shortens what each agent forwards. This measures both sides of that trade on the fishery's 32-agent
+shortens what each agent forwards. Decision contract 3 moves what every fisher sees (the month's
+catches in all, messages, votes) out of each fisher's memory into one shared history. Each variant
+is a (decision contract, layout) pair; this measures both sides of the trade on the fishery's 32-agent
 harvest tick in months 1, 2 and 4 (0, 1 and 3 memory lines):
 
 - speed: the batched tick against one call per agent, and the prompt tokens each forwards;
 - decisions: `--draws` catches per fisher (distinct seeds) on the same states under each layout: the
   mean, spread, the share at most the sustainable share, and the share taking half the stock or more.
 
-    python benchmarks/prompt_layout.py [--months 1 2 4] [--draws 8] [--out FILE]
+    python benchmarks/prompt_layout.py [--months 1 2 4] [--draws 8] [--variants ...] [--out FILE]
 
-A layout is worth adopting only if it is faster and its decisions are no worse; the JSON says both.
+A change is worth adopting only if it is faster and its decisions are no worse; the JSON says both.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from scenarios.commons.strategies import sustainable_share  # noqa: E402
 SHARED_QUESTION = PromptTemplate(
     user="${context}\n${question}\nAnswer with ${space}.${answer_hint}\n${persona}${own}\n${memory}${feedback}\n${question}")
 LAYOUTS = {"built_in": DEFAULT, "shared_question": SHARED_QUESTION}
+#: variant -> (decision contract the fishery's text is made under, layout)
+VARIANTS = {"built_in@2": (2, "built_in"), "built_in@3": (3, "built_in"), "shared_question@3": (3, "shared_question")}
 _M63 = (1 << 63) - 1
 
 
@@ -56,6 +60,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--months", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--draws", type=int, default=8, help="answers per fisher and layout for the decision distribution")
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     import torch
@@ -67,10 +72,12 @@ def main() -> None:
     eng = LocalEngine(lm=lm, temperature=0.7)
     rows = []
     for month in args.months:
-        reqs = harvest_requests(32, months_before=month - 1)
-        for name, prompt in LAYOUTS.items():
-            row = {"month": month, "layout": name, **tick_speed(lm, eng, reqs, prompt, repeat=1), **decisions(eng, reqs, prompt, args.draws)}
-            print(f"month {month} {name:15s} {row['speedup']:.2f}x  mean catch {row['mean']:.2f}  "
+        for name in args.variants:
+            contract, layout = VARIANTS[name]
+            reqs, prompt = harvest_requests(32, months_before=month - 1, contract=contract), LAYOUTS[layout]
+            row = {"month": month, "variant": name, "contract": contract, "layout": layout,
+                   **tick_speed(lm, eng, reqs, prompt, repeat=1), **decisions(eng, reqs, prompt, args.draws)}
+            print(f"month {month} {name:18s} {row['speedup']:.2f}x  mean catch {row['mean']:.2f}  "
                   f"within share {row['within_sustainable_share']:.3f}", file=sys.stderr, flush=True)
             rows.append(row)
     device = lm.device

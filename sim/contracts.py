@@ -21,9 +21,13 @@ from sim.spaces import Space
 #: The decision contract new runs are made under: what, besides the spec's own fields, decides a run's
 #: decisions (and so its LLM cache keys). A stored run replays under its own (`RunSpec.contract`):
 #:   1 (runs stored before 2026-11-23): blake2b request seeds and Mersenne Twister strategy draws;
-#:   2: counter-based request seeds and strategy draws (sim.rng).
-#: A later change of that kind (the built-in prompt's layout, say) bumps it, and keeps the old way for replays.
-CONTRACT = 2
+#:   2: counter-based request seeds and strategy draws (sim.rng);
+#:   3: the fishery's public events (the month's catches in all, messages, proposals, vote outcomes) are one
+#:      shared history in the situation every fisher reads, not a line in every fisher's own memory; and every
+#:      scenario's agent memory has the config's `memory_window` and `memory_summary_chars` (under 1 and 2 an
+#:      agent's memory got the defaults, 8 and 400, whatever the config said).
+#: A later change of that kind bumps it, and keeps the old way for replays.
+CONTRACT = 3
 
 
 def derive_seed(seed: int, *parts: Any) -> int:
@@ -166,7 +170,7 @@ class RunSpec(BaseModel):
     llm: LLMSpec = Field(default_factory=LLMSpec)
     # the decision contract the run was made under (see CONTRACT): every spec the platform builds names the
     # current one; a spec that names none (stored before versions existed, or built by hand) is version 1
-    contract: Literal[1, 2] = 1
+    contract: Literal[1, 2, 3] = 1
 
     def digest(self) -> str:
         """A short stable hash of the spec (a version-1 spec hashes as it did before `contract` existed)."""

@@ -21,10 +21,10 @@ from agents.memory import Memory
 from agents.scripted import Strategy
 from sim import metrics as social
 from sim.broker import DecisionBroker
-from sim.contracts import Decision, DecisionRequest, Event
+from sim.contracts import CONTRACT, Decision, DecisionRequest, Event
 from sim.norms import NormLedger
 from sim.rewards import FeedbackMode, RewardLayer, RewardMode, describe_feedback
-from sim.rng import RNG_VERSION, SeedStream
+from sim.rng import SeedStream, rng_version
 from sim.spaces import Space
 
 
@@ -201,13 +201,14 @@ class SocietyModel(mesa.Model):
         broker: DecisionBroker,
         policy: str = "scripted",
         on_tick: Optional[Callable[[TickRecord], None]] = None,
-        rng: int = RNG_VERSION,
+        contract: int = CONTRACT,
     ) -> None:
         super().__init__(seed=seed)
         self._all_agents = Roster([], random=self.random)  # model.agents: Mesa's AgentSet, looped over fast
         self.config = config
         self.seed = seed
-        self.seeds = SeedStream(seed, rng)  # each decision's seed (sim.rng); `rng` is the run spec's contract version
+        self.contract = contract  # the run spec's decision contract (sim.contracts.CONTRACT): how decisions are made
+        self.seeds = SeedStream(seed, rng_version(contract))  # each decision's seed (sim.rng)
         self.broker = broker
         self.policy = policy
         self.on_tick = on_tick
@@ -281,6 +282,14 @@ class SocietyModel(mesa.Model):
         return self.steps
 
     def new_memory(self) -> Memory:
+        """An empty memory sized by the config's `memory_window` and `memory_summary_chars`.
+
+        Runs under decision contracts 1 and 2 got Memory's defaults (8 items, 400 characters)
+        whatever the config said (an empty memory is falsy, and the agent replaced it); they keep
+        them, so that they replay as they ran.
+        """
+        if self.contract < 3:
+            return Memory()
         return Memory(self.config.memory_window, self.config.memory_summary_chars)
 
     def population_plan(self, n: int) -> list[tuple[str, str, str]]:

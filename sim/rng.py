@@ -22,7 +22,7 @@ from typing import Any
 
 from sim.contracts import derive_seed
 
-RNG_VERSION = 2  # the version new runs are written with (contract 2)
+RNG_VERSION = 2  # the version new runs are written with (contracts 2 and 3)
 RNG_VERSIONS = (1, 2)
 
 _M64 = (1 << 64) - 1

@@ -19,7 +19,6 @@ from agents.scripted import ScriptedBackend
 from sim.broker import Backend, DecisionBroker
 from sim.contracts import RunSpec
 from sim.model import SocietyModel, TickRecord
-from sim.rng import rng_version
 from sim.errors import UsageError
 from sim.interrupts import Terminated, shielded, stop_signals
 from sim.store import Store
@@ -159,7 +158,7 @@ def execute(
 
             model = cls(plan.first_config(config) if plan is not None else config, seed=spec.seed,
                         broker=DecisionBroker(backends), policy=spec.policy, on_tick=commit,
-                        rng=rng_version(spec.contract))
+                        contract=spec.contract)
             if plan is not None:
                 plan.attach(model, backends)
             last = total if stop_after is None else min(total, stop_after)

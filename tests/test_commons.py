@@ -85,3 +85,51 @@ def test_reward_modes_change_rewards_not_payoffs(store):
     steps = store.steps(r.run_id)
     assert len({s.reward for s in steps}) == 1
     assert len({s.payoff for s in steps}) == 2
+
+
+def _llm_fishers(contract: int, months: int, **fields):
+    """An LLM-policy fishery whose answers come from the scripted strategies (prompt text without a model)."""
+    from dataclasses import replace
+
+    from agents.scripted import ScriptedBackend
+    from scenarios.commons.model import CommonsConfig, CommonsModel
+    from sim.broker import DecisionBroker
+
+    cfg = CommonsConfig(fishers=4, months=12, strategy="conditional", **fields)
+    scripted = ScriptedBackend(CommonsModel.strategies)
+    model = CommonsModel(cfg, seed=0, policy="llm", broker=DecisionBroker({"llm": scripted, "scripted": scripted}),
+                         contract=contract)
+    for _ in range(months):
+        model.step()
+    model.steps += 1  # the next month's view
+    return model, [replace(model.observe(f, "harvest"), backend="llm") for f in model.agents]
+
+
+def test_contract_3_puts_what_everyone_saw_in_one_shared_situation():
+    """Contract 3: the month's totals, messages and votes are one shared history (the same context for every
+    fisher, the prompts' shared prefix); a fisher's memory keeps its own catches. Contract 2 is unchanged."""
+    model, new = _llm_fishers(3, 3, talk=True, norm_formation=True)
+    assert len({r.context for r in new}) == 1
+    assert "Messages this month" not in new[0].context  # they are in the history, once
+    assert [i["text"] for i in model.state()["history"]["items"]] == [i.text for i in model.history.items]  # stored
+    assert "What everyone saw:" in new[0].context and "All fishers caught" in new[0].context
+    assert "The fishers said:" in new[0].context and "The vote" in new[0].context
+    for r in new:
+        assert r.memory and "all fishers caught" not in r.memory.lower() and "The fishers said" not in r.memory
+        assert "I caught" in r.memory
+    _, old = _llm_fishers(2, 3, talk=True, norm_formation=True)
+    assert len({r.context for r in old}) == len(old)  # the others' messages: a different situation per fisher
+    assert all("What everyone saw" not in r.context and "all fishers caught" in r.memory for r in old)
+
+
+def test_memory_follows_the_config_from_contract_3_and_keeps_the_defaults_before():
+    model, reqs = _llm_fishers(3, 5, memory_window=2)
+    assert {f.memory.window for f in model.agents} == {2} and model.history.window == 2
+    assert all(r.memory.count("\n- month") == 2 and r.memory.startswith("Earlier:") for r in reqs)  # a summary, 2 items
+    old, _ = _llm_fishers(2, 5, memory_window=2)
+    assert {f.memory.window for f in old.agents} == {8}  # what contract-2 runs had; they replay as they ran
+
+
+def test_a_fishery_of_scripted_fishers_keeps_no_shared_history(store):
+    result = run(store, fishers=5, months=3)
+    assert all("history" not in t.state for t in store.ticks(result.run_id))

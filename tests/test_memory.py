@@ -27,3 +27,12 @@ def test_relationships_are_clipped_and_snapshotted():
     assert m.relationships[3] == -1.0
     snap = m.snapshot()
     assert snap["relationships"] == {"3": -1.0} and snap["items"] == []
+
+
+def test_a_summary_never_outgrows_its_bound_even_a_tiny_one():
+    for chars in (0, 2, 3, 4, 60):
+        m = Memory(window=1, summary_chars=chars)
+        for t in range(1, 30):
+            m.add(t, "observation", f"caught {t} tons")
+        assert len(m.summary) <= chars and [i.tick for i in m.items] == [29]
+    assert Memory(window=1, summary_chars=0).render() == ""

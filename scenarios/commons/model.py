@@ -124,10 +124,15 @@ class CommonsModel(SocietyModel):
         self.over_actions = 0
         self.months_collapsed = 0
         self._base: Optional[dict[str, Any]] = None
+        # contract 3: what every fisher sees (the month's catches in all, messages, proposals, votes) is one
+        # shared history in the situation text, not a line in each fisher's memory (prompts share it)
+        self.history = self.new_memory() if self.contract >= 3 else None
+        self._history_text: dict[str, str] = {}  # the history rendered for a question, at history.version
         for policy, strategy, persona in self._plan():
             if policy == "scripted" and strategy not in self.strategies:
                 raise ValueError(f"unknown commons strategy {strategy!r}; valid: {sorted(self.strategies)}")
             Fisher(self, policy, strategy, persona)
+        self._listeners = any(f.remembers for f in self.agents)  # a fishery of scripted fishers keeps no history
 
     def _plan(self) -> list[tuple[str, str, str]]:
         """(policy, strategy, persona) per fisher; a disposition fills in the persona and the default strategy."""
@@ -179,20 +184,43 @@ class CommonsModel(SocietyModel):
             }
         return dict(self._base)
 
-    def _context(self, agent: Fisher, obs: Mapping[str, Any]) -> tuple[str, str]:
+    def _tell(self, kind: str, text: str) -> None:
+        """What every fisher sees: one line of the shared history (contract 3), else a line in each memory."""
+        if self.history is not None:
+            if self._listeners:
+                self.history.add(self.tick, kind, text)
+            return
+        for f in self.agents:
+            if f.remembers:
+                f.remember(self.tick, kind, text)
+
+    def _rendered_history(self, question: str) -> str:
+        """The shared history as prompt text for `question`, rendered once per phase, not once per fisher."""
+        key = f"{self.history.version}:{question}"
+        if key not in self._history_text:
+            self._history_text = {key: self.history.render(question)}
+        return self._history_text[key]
+
+    def _context(self, agent: Fisher, obs: Mapping[str, Any], question: str) -> tuple[str, str]:
         c = self.config
         last = own = ""
         if obs["last_total"] is not None:
             last = tpl.LAST.substitute(total=f"{obs['last_total']:g}", mean=f"{obs['last_mean']:.1f}")
-            own = tpl.OWN.substitute(own=f"{self.last_catches.get(agent.unique_id, 0):g}")
+            if self.history is None:  # (from contract 3 the fisher's memory says it: "I caught ...")
+                own = tpl.OWN.substitute(own=f"{self.last_catches.get(agent.unique_id, 0):g}")
         norm = tpl.NORM.substitute(norm=f"{self.norm:g}") if self.norm is not None else ""
-        said = " ".join(f'fisher {a}: "{m}"' for a, m in self.messages[:MAX_MESSAGES_SHOWN + 1] if a != agent.unique_id)
+        said = ""
+        if self.history is None:  # contract < 3: the others' messages (the situation differs per fisher);
+            # from contract 3 the month's messages are in the shared history ("The fishers said: ...")
+            said = " ".join(f'fisher {a}: "{m}"' for a, m in self.messages[:MAX_MESSAGES_SHOWN + 1] if a != agent.unique_id)
         shared = tpl.SITUATION.substitute(
             fishers=obs["fishers"], month=obs["month"], months=c.months,
             stock=f"{self.stock:g}", capacity=f"{c.capacity:g}", regrowth=f"{c.regrowth:g}",
             collapse=f"{c.collapse_below:g}", last=last, norm=norm,
             messages=tpl.MESSAGES.substitute(messages=said) if said else "",
         )
+        if self.history:
+            shared += tpl.HISTORY.substitute(history=self._rendered_history(question))
         return shared, tpl.OWN_SITUATION.substitute(agent=agent.unique_id, own=own)
 
     def observe(self, agent: Fisher, phase: str) -> Optional[DecisionRequest]:
@@ -235,7 +263,7 @@ class CommonsModel(SocietyModel):
         """The request, with prompt text (shared situation, then the fisher's own) for LLM fishers only."""
         if agent.policy != "llm":
             return self.request(agent, phase, space, default, obs, "", question)
-        shared, own = self._context(agent, obs)
+        shared, own = self._context(agent, obs, question)
         return self.request(agent, phase, space, default, obs, shared + shared_extra, question, own_context=own + own_extra)
 
     def _question(self, phase: str) -> str:
@@ -275,9 +303,8 @@ class CommonsModel(SocietyModel):
                 proposals.append(amount)
                 self.norms.statement(d.agent_id, NORM, {"max_catch": amount}, text)
         heard = " ".join(f'fisher {a}: "{m}"' for a, m in self.messages[:MAX_MESSAGES_SHOWN])
-        for f in self.agents:
-            if f.remembers and heard:
-                f.remember(self.tick, "message", f"The fishers said: {heard}")
+        if heard:
+            self._tell("message", f"The fishers said: {heard}")
         if proposals and not self.config.norm_formation:
             self.norm = float(statistics.median(proposals))
 
@@ -294,10 +321,7 @@ class CommonsModel(SocietyModel):
             counts[amount] = counts.get(amount, 0) + 1
         top = sorted(counts, key=lambda a: (-counts[a], a))[:MAX_VOTE_OPTIONS]
         self.vote_options = {f"{a:g} tons": a for a in sorted(top)}
-        heard = ", ".join(self.vote_options)
-        for f in self.agents:
-            if f.remembers:
-                f.remember(self.tick, "message", f"The fishers proposed catch limits of {heard}.")
+        self._tell("message", f"The fishers proposed catch limits of {', '.join(self.vote_options)}.")
 
     def _act_vote(self, decisions: Sequence[Decision]) -> None:
         tally = dict.fromkeys(self.vote_options, 0)
@@ -318,9 +342,7 @@ class CommonsModel(SocietyModel):
             self.norms.adoption(NORM, {"max_catch": limit}, f"The group adopted a limit of {limit:g} tons per fisher.",
                                 votes=tally[winner], cast=cast, vote_rule=self.config.vote_rule, previous=previous)
         outcome = f"adopted a limit of {limit:g} tons" if adopted else f"adopted nothing ({limit:g} tons had {tally[winner]} of {cast} votes)"
-        for f in self.agents:
-            if f.remembers:
-                f.remember(self.tick, "observation", f"The vote {outcome}.")
+        self._tell("observation", f"The vote {outcome}.")
 
     def _act_harvest(self, decisions: Sequence[Decision]) -> None:
         demand = {d.agent_id: float(d.value) for d in decisions}
@@ -347,9 +369,15 @@ class CommonsModel(SocietyModel):
         rationed = {str(a): v for a, v in caught.items() if v != demand[a]}
         self.emit("harvest", None, None, demand_total=sum(demand.values()), caught_total=total,
                   stock_after=self.stock, rationed=rationed)
-        for f in self.agents:
-            if f.remembers:
-                f.remember(self.tick, "observation", f"I caught {f.catch:g} tons; all fishers caught {total:g}; {self.stock:g} tons were left.")
+        if self.history is None:
+            for f in self.agents:
+                if f.remembers:
+                    f.remember(self.tick, "observation", f"I caught {f.catch:g} tons; all fishers caught {total:g}; {self.stock:g} tons were left.")
+        else:
+            self._tell("observation", f"All fishers caught {total:g} tons; {self.stock:g} tons were left.")
+            for f in self.agents:
+                if f.remembers:
+                    f.remember(self.tick, "observation", f"I caught {f.catch:g} tons.")
         self.last_catches = dict(caught)
         if self.stock < self.config.collapse_below:
             self.end("collapsed", f"stock fell to {self.stock:g} tons in month {self.tick}")
@@ -487,7 +515,10 @@ class CommonsModel(SocietyModel):
         counts: dict[str, int] = {}
         for f in self.agents:
             counts[f.strategy or f.policy] = counts.get(f.strategy or f.policy, 0) + 1
-        return {"stock_start": self.stock_start, "stock": self.stock, "norm": self.norm, "strategies": dict(sorted(counts.items()))}
+        state = {"stock_start": self.stock_start, "stock": self.stock, "norm": self.norm, "strategies": dict(sorted(counts.items()))}
+        if self.history:  # contract 3: what every LLM fisher saw (their memories hold only their own)
+            state["history"] = self.history.snapshot()
+        return state
 
 
 def graduated_fine(base: float, growth: float, violations: int) -> float:
