@@ -82,7 +82,7 @@ def main() -> None:
             rows.append(row)
     device = lm.device
     out = {"benchmark": "prompt_layout", "scenario": "commons harvest, 32 LLM fishers (conditional history)",
-           "templates": {"built_in": DEFAULT.user, "shared_question": SHARED_QUESTION.user},
+           "templates": {name: layout.user for name, layout in LAYOUTS.items()},
            "machine": {"python": platform.python_version(), "torch": torch.__version__, "device": device,
                        "dtype": str(lm.dtype), "cpu_threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine()},
            "temperature": 0.7, "draws_per_fisher": args.draws, "rows": rows, "when": time.strftime("%Y-%m-%d")}

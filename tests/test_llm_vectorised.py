@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from contextlib import contextmanager
 
 import pytest
 
@@ -16,6 +17,21 @@ from agents.llm.prompts import render_messages  # noqa: E402
 from sim.contracts import DecisionRequest  # noqa: E402
 from sim.spaces import Choice, Number, Text  # noqa: E402
 from tests.tiny_lm import tiny_lm  # noqa: E402
+
+NO_SHARING = 10**9  # a min_shared_prefix no prompt reaches: every row forwards its whole prompt
+
+
+@contextmanager
+def planning(lm, **knobs):
+    """The engine's batch-planning settings (`min_shared_prefix`, `split_cost`) set for the block, then restored."""
+    old = {k: getattr(lm, k) for k in knobs}
+    for k, v in knobs.items():
+        setattr(lm, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(lm, k, v)
 
 
 @pytest.fixture(scope="module")
@@ -200,14 +216,10 @@ def test_two_templates_compute_two_shared_prefixes_with_answers_equal_to_no_shar
     assert lm.counters["prefix_forwards"] - before["prefix_forwards"] == 2
     plan = lm._plan(prompts)
     assert len(plan) == 2 and all(p >= 16 for p, _, _ in plan)
-    old = lm.min_shared_prefix
-    lm.min_shared_prefix = 10**9  # sharing off: every row forwards its whole prompt
-    try:
+    with planning(lm, min_shared_prefix=NO_SHARING):
         before = dict(lm.counters)
         unshared = lm.decode_numbers(prompts, bounds, 0.8, range(16))
         assert lm.counters["prefix_forwards"] == before["prefix_forwards"]
-    finally:
-        lm.min_shared_prefix = old
     assert shared == unshared
 
 
@@ -230,12 +242,8 @@ def test_two_personas_extend_one_shared_situation_with_answers_equal_to_no_shari
     shared = lm.decode_numbers(prompts, [(0, 50)] * 12, 0.8, range(12))
     assert lm.counters["prefix_forwards"] - before["prefix_forwards"] == 3  # the situation, then each persona's extension
     assert lm.counters["prefix_tokens"] - before["prefix_tokens"] == max(p1, p2) + min(p1, p2) - chain1[0]
-    old = lm.min_shared_prefix
-    lm.min_shared_prefix = 10**9
-    try:
+    with planning(lm, min_shared_prefix=NO_SHARING):
         unshared = lm.decode_numbers(prompts, [(0, 50)] * 12, 0.8, range(12))
-    finally:
-        lm.min_shared_prefix = old
     assert shared == unshared
 
 
@@ -269,12 +277,8 @@ def test_a_two_level_prefix_tree_forwards_each_prefix_once_with_answers_equal_to
     shared = lm.decode_numbers(prompts, [(0, 50)] * 24, 0.8, range(24))
     assert lm.counters["prefix_forwards"] - before["prefix_forwards"] == len(prefixes) == 7
     assert lm.counters["prefix_tokens"] - before["prefix_tokens"] == _trie_size(prefixes)
-    old = lm.min_shared_prefix
-    lm.min_shared_prefix = 10**9
-    try:
+    with planning(lm, min_shared_prefix=NO_SHARING):
         unshared = lm.decode_numbers(prompts, [(0, 50)] * 24, 0.8, range(24))
-    finally:
-        lm.min_shared_prefix = old
     assert shared == unshared
 
 
@@ -282,17 +286,10 @@ def test_rows_whose_own_extension_does_not_pay_stay_in_one_group(lm):
     """A GPU-sized split cost: 300 rows of one text and 30 with texts of their own make 2 groups, not 31."""
     base = list(range(100, 180))
     ids = [base + [7, 8, 9, i % 50 + 200] for i in range(300)] + [base + [500 + i] * 6 + [1] for i in range(30)]
-    old = lm.split_cost
-    lm.split_cost = 4096
-    try:
+    with planning(lm, split_cost=4096):
         plan = lm._plan(ids)
-    finally:
-        lm.split_cost = old
     rows = sorted(i for _, _, buckets in plan for b in buckets for i in b)
     assert rows == list(range(330)) and len(plan) == 1 and plan[0][0] == len(base)
-    lm.split_cost = 48
-    try:
+    with planning(lm, split_cost=48):
         plan = lm._plan(ids)
-    finally:
-        lm.split_cost = old
     assert len(plan) == 2 and sorted(len(sum(b, [])) for _, _, b in plan) == [30, 300]

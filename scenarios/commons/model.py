@@ -369,15 +369,14 @@ class CommonsModel(SocietyModel):
         rationed = {str(a): v for a, v in caught.items() if v != demand[a]}
         self.emit("harvest", None, None, demand_total=sum(demand.values()), caught_total=total,
                   stock_after=self.stock, rationed=rationed)
-        if self.history is None:
-            for f in self.agents:
-                if f.remembers:
-                    f.remember(self.tick, "observation", f"I caught {f.catch:g} tons; all fishers caught {total:g}; {self.stock:g} tons were left.")
-        else:
+        if self.history is not None:  # contract 3: the public part once, in the shared history
             self._tell("observation", f"All fishers caught {total:g} tons; {self.stock:g} tons were left.")
-            for f in self.agents:
-                if f.remembers:
-                    f.remember(self.tick, "observation", f"I caught {f.catch:g} tons.")
+            public = ""
+        else:
+            public = f"; all fishers caught {total:g}; {self.stock:g} tons were left"
+        for f in self.agents:
+            if f.remembers:
+                f.remember(self.tick, "observation", f"I caught {f.catch:g} tons{public}.")
         self.last_catches = dict(caught)
         if self.stock < self.config.collapse_below:
             self.end("collapsed", f"stock fell to {self.stock:g} tons in month {self.tick}")
