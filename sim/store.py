@@ -215,14 +215,23 @@ def schema_versions(engine: Engine) -> tuple[Optional[str], str]:
 
 @contextmanager
 def _schema_lock(engine: Engine, path: Optional[Path]) -> Iterator[None]:
-    """One process at a time creates or migrates a schema (concurrent first use of a new store)."""
+    """One process at a time creates or migrates a schema (concurrent first use of a new store).
+
+    An SQLite store is locked through its folder, never by opening the database file itself: closing
+    any descriptor of that file drops every POSIX lock this process holds on it, SQLite's included, and
+    a reader in another process, seeing no other connection, would then checkpoint and delete the WAL
+    this process is still writing to (its later commits were lost that way).
+    """
     if path is not None:
-        with open(path, "ab") as handle:  # flock on the file itself: SQLite's own locks are fcntl locks, independent
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        try:
+            fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise UsageError(f"cannot open database at {str(path)!r}: cannot lock its folder ({exc.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the flock
     elif engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             conn.execute(text("SELECT pg_advisory_lock(7242531)"))

@@ -179,6 +179,35 @@ def test_concurrent_first_use_of_a_new_sqlite_store(tmp_path):
     assert Store(url).count_runs() == 6
 
 
+def test_a_reader_in_another_process_never_loses_a_running_writers_commits(tmp_path):
+    """A run writes a new SQLite store while another process (a notebook, the app) opens and closes
+    plain connections to it: every tick and the final status are there at the end. (The writer once
+    dropped its own SQLite locks when it created the schema, so a closing reader deleted its WAL.)"""
+    import sqlite3
+
+    db = tmp_path / "runs.db"
+    months = 3000
+    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "run", "commons", "--policy", "scripted", "--set",
+                             f"months={months}", "--set", "fishers=50", "--db", f"sqlite:///{db}"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    reads = 0
+    while proc.poll() is None:
+        if db.exists():
+            try:
+                con = sqlite3.connect(db)
+                con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                con.close()
+                reads += 1
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.05)
+    assert proc.returncode == 0, proc.stderr.read()
+    assert reads >= 5  # the reader really ran beside the writer
+    run = Store(f"sqlite:///{db}").list_runs()[0]
+    assert (run.status, run.ticks) == ("finished", months)
+    assert len(Store(f"sqlite:///{db}").ticks(run.id)) == months
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_and_sighup_store_the_run_as_interrupted(db_url, sig, code):
     proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "run", "commons", "--set", "months=100000",
