@@ -41,6 +41,7 @@ from scenarios.commons.model import DISPOSITIONS  # noqa: E402
 from sim.spaces import Choice, Text  # noqa: E402
 
 OPTIONS = ["none", "fisher 3", "fisher 7", "fisher 12"]
+TARGET_MONTHS = (1, 2)  # months whose 32-agent tick must be >= 4x one call per agent (issue 13)
 
 
 def as_space(reqs: list, kind: str) -> list:
@@ -157,8 +158,9 @@ def cpu_section(lm, eng) -> dict:
         torch.set_num_threads(chosen)
         threads["chosen_by_engine"] = chosen
     out["threads_tick_32_s"] = threads
+    # the target is the fishery's tick in months 1 and 2; month 4 (three months of memory) is measured, not a target
     out["targets_met"] = {f"tick_32_month_{r['month']}_batched_ge_4x_one_call_per_agent": r["speedup"] >= 4
-                          for r in ticks}
+                          for r in ticks if r["month"] in TARGET_MONTHS}
     out["targets_met"].update({
                           "mixed_personas_as_fast_as_single_(within_10pct)": rows["mixed_over_single"] <= 1.10})
     return out

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.llm.local import _feasible, _gumbel  # noqa: E402
+from agents.llm.local import _attention, _feasible, _gumbel, _prefix_by_reference, _shared_prefix  # noqa: E402
 from agents.llm.local_engine import LocalEngine  # noqa: E402
 from agents.llm.prompts import render_messages  # noqa: E402
 from sim.contracts import DecisionRequest  # noqa: E402
@@ -293,3 +293,42 @@ def test_rows_whose_own_extension_does_not_pay_stay_in_one_group(lm):
     with planning(lm, split_cost=48):
         plan = lm._plan(ids)
     assert len(plan) == 2 and sorted(len(sum(b, [])) for _, _, b in plan) == [30, 300]
+
+
+@pytest.mark.parametrize("steps", [5, 1])  # a prefill of 5 own tokens; a decode step (1 query, 6 own keys)
+def test_prefix_attention_on_cpu_and_by_reference_equal_a_plain_reference(steps, monkeypatch):
+    """The CPU path (prefix expanded per bucket, fused SDPA) and the GPU path (prefix by reference) give
+    the attention of each row over [prefix] + [its own unpadded keys], as a plain softmax computes it."""
+    from types import SimpleNamespace
+
+    g = torch.Generator().manual_seed(3)
+    b, hq, hk, d, p, own = 3, 6, 2, 8, 7, 6
+    s = steps if steps == 1 else own
+    query = torch.randn(b, hq, s, d, generator=g)
+    key, value = torch.randn(b, hk, own, d, generator=g), torch.randn(b, hk, own, d, generator=g)
+    pk, pv = torch.randn(1, hk, p, d, generator=g), torch.randn(1, hk, p, d, generator=g)
+    pads = [0, 2, 4]  # left padding per row
+    mask = torch.zeros(b, 1, s, own, dtype=torch.bool)
+    for r, pad in enumerate(pads):
+        for i in range(s):
+            q_pos = own - s + i  # the query's column among the row's own keys
+            mask[r, 0, i, pad:q_pos + 1] = True
+    module = SimpleNamespace(layer_idx=0)
+    with _shared_prefix([(pk, pv)]):
+        fused, _ = _attention(module, query, key, value, mask)
+    by_ref, _ = _prefix_by_reference(query, key, value, mask, pk, pv, None)
+    monkeypatch.setattr("agents.llm.local.EXPAND_PREFIX_TOKENS", b * p - 1)  # a bucket too big to copy the prefix
+    with _shared_prefix([(pk, pv)]):
+        guarded, _ = _attention(module, query, key, value, mask)
+    assert torch.equal(guarded, by_ref)
+    ref = torch.empty(b, s, hq, d)
+    for r in range(b):
+        for h in range(hq):
+            kv = h // (hq // hk)
+            k_all = torch.cat([pk[0, kv], key[r, kv]])
+            v_all = torch.cat([pv[0, kv], value[r, kv]])
+            logits = query[r, h] @ k_all.T / math.sqrt(d)
+            keep = torch.cat([torch.ones(s, p, dtype=torch.bool), mask[r, 0]], dim=-1)
+            ref[r, :, h] = torch.softmax(logits.masked_fill(~keep, float("-inf")), dim=-1) @ v_all
+    assert torch.allclose(fused, ref, atol=1e-5)
+    assert torch.allclose(by_ref, ref, atol=1e-5)

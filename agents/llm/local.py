@@ -4,8 +4,9 @@ Batch shape (`_plan`):
 - requests are sorted by their token ids, so prompts with a common beginning sit side by side;
   the sorted list is cut into prefix groups where cutting saves more tokens than a forward
   costs (`split_cost` tokens: small on a CPU, large on a GPU). Each group's common prefix is
-  computed ONCE and its KV is kept as one copy shared by reference: a custom attention function
-  (`_attention`) attends every row's queries to that single copy, so no row holds its own copy.
+  computed ONCE and its KV is kept as one copy. A custom attention function (`_attention`)
+  attends every row's queries to it: on a GPU by reference, so no row holds its own copy; on a
+  CPU, where a bucket is small, each bucket expands it for the fused SDPA kernel (faster there).
 - the groups form a prefix tree: text common to several groups (the system message and the
   situation, before two personas' texts differ) is forwarded once, and each group forwards only
   its extension of it, so a mixed population costs about what a single-persona one does. A
@@ -131,14 +132,22 @@ def default_batch_tokens(device: str) -> int:
 
 # ----- shared-prefix attention ----------------------------------------------------------------------
 _LOCAL = threading.local()  # .prefix: per layer (keys, values) of the current group's shared prefix
+EXPAND_PREFIX_TOKENS = 65_536  # rows x prefix tokens a CPU bucket may copy (fp32: ~100 MB of keys and values a layer)
 
 
 def _attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: Optional[float] = None, **kwargs):
-    """Attention over [one shared prefix copy] + [each row's own keys], the prefix never copied per row.
+    """Attention over [one shared prefix] + [each row's own keys].
 
     query [B, Hq, S, D]; key/value [B, Hk, K, D] (the row's own tokens, from the cache);
     attention_mask [B, 1, S, K] bool (True = attend) over the row's own keys; the prefix is
     visible to every query. Without a prefix this is the stock SDPA attention.
+
+    On a GPU the prefix is never copied per row (`_prefix_by_reference`: at thousands of rows a
+    copy would cost GBs). On a CPU a bucket is bounded by `batch_tokens`, so its rows' copy of the
+    prefix is small, and expanding it lets the fused SDPA kernel do the work: measured on 2 fp32
+    cores (32-fisher harvest tick, runs taken in turns), the tick ran 1.06-1.44x faster in month 2
+    and 1.10-1.89x in month 4 than with the by-reference path, with the same answers. A bucket whose
+    copy would pass `EXPAND_PREFIX_TOKENS` (rows x prefix tokens) keeps the prefix by reference.
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -146,6 +155,22 @@ def _attention(module, query, key, value, attention_mask, dropout: float = 0.0, 
     if prefix is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     pk, pv = prefix[module.layer_idx]  # [1, Hk, P, D]
+    b, p = query.shape[0], pk.shape[2]
+    if query.device.type != "cpu" or b * p > EXPAND_PREFIX_TOKENS:
+        return _prefix_by_reference(query, key, value, attention_mask, pk, pv, scaling)
+    keys = torch.cat([pk.expand(b, -1, -1, -1), key], dim=2)
+    values = torch.cat([pv.expand(b, -1, -1, -1), value], dim=2)
+    mask = None
+    if attention_mask is not None:
+        own = attention_mask.to(torch.bool)
+        mask = torch.cat([own.new_ones((*own.shape[:3], p)), own], dim=-1)
+    out = torch.nn.functional.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=scaling,
+                                                           enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _prefix_by_reference(query, key, value, attention_mask, pk, pv, scaling: Optional[float]):
+    """The prefix's one copy [1, Hk, P, D] attended by every row: the batch folded into its query rows."""
     b, hq, s, d = query.shape
     hk, p = key.shape[1], pk.shape[2]
     g = hq // hk
