@@ -4,9 +4,9 @@ decisions per second by batch size beside the device's physical limits. Writes J
     python benchmarks/llm_scale.py [--quick] [--sizes 1,64,256,1024,4096] [--out FILE]
 
 Sections:
-- `cpu`: the 32-agent fishery tick batched against one call per agent in months 1, 2 and 4
-  (under decision contract 3 each month adds a line of the fisher's own memory, and a line of
-  the shared history, which a batch forwards once); a mixed-persona tick (two personas of 16:
+- `cpu`: the 32-agent fishery tick batched against one call per agent in months 1, 2 and 4, each
+  the best of 3 runs taken in turns (from decision contract 3 each month adds a line of the
+  fisher's own memory, and a line of the shared history, which a batch forwards once); a mixed-persona tick (two personas of 16:
   the situation forwarded once, each persona's extension once) against a single-persona one
   (32); torch threads
   1 against 2 on the same tick. Run on every machine.
@@ -129,7 +129,7 @@ def cpu_section(lm, eng) -> dict:
     ticks, by_month = [], {}
     for month in (1, 2, 4):  # memory grows with the months: 0, 1 and 3 lines of the fisher's own
         by_month[month] = reqs = harvest_requests(32, months_before=month - 1)
-        row = {"month": month, **tick_speed(lm, eng, reqs)}
+        row = {"month": month, **tick_speed(lm, eng, reqs, repeat=3)}
         print(f"  month {month}: {row['speedup']:.2f}x", file=sys.stderr)
         ticks.append(row)
     out["tick_32_number"] = ticks

@@ -4,7 +4,8 @@ The built-in prompt (agents/llm/templates/user.txt) puts the question and the an
 the agent's own text (identity, memory, feedback), so every request forwards them on its own. The
 `shared_question` layout moves them into the shared part and restates the question last, which
 shortens what each agent forwards. Decision contract 3 moves what every fisher sees (the month's
-catches in all, messages, votes) out of each fisher's memory into one shared history. Each variant
+catches in all, messages, votes) out of each fisher's memory into one shared history; contract 4's
+built-in template asks for a number in one sentence and drops the memory header. Each variant
 is a (decision contract, layout) pair; this measures both sides of the trade on the fishery's 32-agent
 harvest tick in months 1, 2 and 4 (0, 1 and 3 memory lines):
 
@@ -31,16 +32,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.llm.prompts import DEFAULT, PromptTemplate, render_messages  # noqa: E402
+from agents.llm.prompts import DEFAULT, DEFAULT_CONTRACT3, PromptTemplate, render_messages  # noqa: E402
 from benchmarks.llm_scale import tick_speed  # noqa: E402
 from benchmarks.llm_throughput import harvest_requests  # noqa: E402
 from scenarios.commons.strategies import sustainable_share  # noqa: E402
 
 SHARED_QUESTION = PromptTemplate(
     user="${context}\n${question}\nAnswer with ${space}.${answer_hint}\n${persona}${own}\n${memory}${feedback}\n${question}")
-LAYOUTS = {"built_in": DEFAULT, "shared_question": SHARED_QUESTION}
+LAYOUTS = {"built_in": DEFAULT, "built_in_contract3": DEFAULT_CONTRACT3, "shared_question": SHARED_QUESTION}
 #: variant -> (decision contract the fishery's text is made under, layout)
-VARIANTS = {"built_in@2": (2, "built_in"), "built_in@3": (3, "built_in"), "shared_question@3": (3, "shared_question")}
+VARIANTS = {"built_in@2": (2, "built_in_contract3"), "built_in@3": (3, "built_in_contract3"),
+            "shared_question@3": (3, "shared_question"), "built_in@4": (4, "built_in")}
 _M63 = (1 << 63) - 1
 
 

@@ -26,8 +26,11 @@ from sim.spaces import Space
 #:      shared history in the situation every fisher reads, not a line in every fisher's own memory; and every
 #:      scenario's agent memory has the config's `memory_window` and `memory_summary_chars` (under 1 and 2 an
 #:      agent's memory got the defaults, 8 and 400, whatever the config said).
+#:   4: the built-in LLM prompt states the answer's form in one sentence after the question ("Answer with a
+#:      whole number from 0 to 68."), not two ("Answer with a number from 0 to 68 in steps of 1. Reply with the
+#:      number only."): see agents.llm.prompts.builtin_template. Scripted runs decide as under 3.
 #: A later change of that kind bumps it, and keeps the old way for replays.
-CONTRACT = 3
+CONTRACT = 4
 
 
 def derive_seed(seed: int, *parts: Any) -> int:
@@ -170,7 +173,7 @@ class RunSpec(BaseModel):
     llm: LLMSpec = Field(default_factory=LLMSpec)
     # the decision contract the run was made under (see CONTRACT): every spec the platform builds names the
     # current one; a spec that names none (stored before versions existed, or built by hand) is version 1
-    contract: Literal[1, 2, 3] = 1
+    contract: Literal[1, 2, 3, 4] = 1
 
     def digest(self) -> str:
         """A short stable hash of the spec (a version-1 spec hashes as it did before `contract` existed)."""

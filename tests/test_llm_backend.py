@@ -247,3 +247,50 @@ def test_persona_and_memory_reach_the_prompt_and_the_store(store):
     assert "month 1: I caught" in prompts[1]
     snap = {s.agent_id: s.memory for s in store.steps(r.run_id) if s.tick == 1}
     assert snap[1]["items"][0]["text"].startswith("I caught")
+
+
+def test_the_built_in_prompt_follows_the_runs_contract(store):
+    """From contract 4 the built-in prompt asks for a number in one sentence; a run made under contract 3
+    renders (and so finds its cache keys) with the two sentences it was made with, whether its backend
+    comes from the factory or is built by hand and bound to the run."""
+    from agents.llm.factory import make_llm_backend
+
+    new = build_spec("commons", sets=["fishers=2"], policy="llm")
+    old = new.model_copy(update={"contract": 3})
+    r = req(space=Number(0, 68, 1))
+    ends = {}
+    for spec in (new, old):
+        made = make_llm_backend(spec, store)
+        by_hand = LLMBackend("m", {}, engine=object(), store=store)
+        by_hand.bind("run", spec)
+        texts = {b.keys([r])[0][0][-1]["content"] for b in (made, by_hand)}
+        assert len(texts) == 1
+        ends[spec.contract] = texts.pop().splitlines()[-1]
+    assert ends[4] == "Answer with a number from 0 to 68 in steps of 1."
+    assert ends[3] == "Answer with a number from 0 to 68 in steps of 1. Reply with the number only."
+
+
+def test_answer_format_is_one_sentence_per_space():
+    from agents.llm.prompts import answer_format
+
+    assert answer_format(Number(0, 68, 1)) == "Answer with a number from 0 to 68 in steps of 1."
+    assert answer_format(Number(0, 1, 0)) == "Answer with a number from 0 to 1."
+    assert answer_format(Choice(["none", "fisher 3"])) == "Answer with one of: none, fisher 3. Reply with the option only."
+    assert answer_format(Text(40)) == "Answer with a short message (at most 40 tokens)."
+    form = answer_format(Form((("price", Number(1, 9, 1)),)))
+    assert form.startswith("Answer with price: a number") and form.endswith("Reply with a JSON object with exactly these keys.")
+
+
+def test_memory_header_is_the_templates_choice():
+    """The contract-4 built-in template lists memory items without a header; contract 3's and a user's
+    template (by default) keep "What you remember:"."""
+    from agents.llm.prompts import DEFAULT, DEFAULT_CONTRACT3, PromptTemplate
+
+    r = DecisionRequest(agent_id=1, tick=2, phase="harvest", space=NUM, default=0.0, backend="llm", context="A lake.",
+                        question="How many?", memory="- month 1: I caught 3 tons.", own_context="You are fisher 1.")
+    new, old = DEFAULT.render(r)[1]["content"], DEFAULT_CONTRACT3.render(r)[1]["content"]
+    assert "You are fisher 1.\n- month 1: I caught 3 tons.\nHow many?" in new and "What you remember" not in new
+    assert "You are fisher 1.\nWhat you remember:\n- month 1: I caught 3 tons.\nHow many?" in old
+    mine = PromptTemplate(user="${memory}${question}")
+    assert mine.render(r)[1]["content"] == "What you remember:\n- month 1: I caught 3 tons.\nHow many?"
+    assert PromptTemplate(user="${memory}${question}", memory_header="Notes:").render(r)[1]["content"].startswith("Notes:\n")

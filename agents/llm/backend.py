@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
 from agents.llm.cache import cache_key
-from agents.llm.prompts import render_messages
+from agents.llm.prompts import builtin_template, render_messages
 from sim.contracts import Decision, DecisionRequest
 
 
@@ -64,6 +64,7 @@ class LLMBackend:
         self.pending: list[dict[str, Any]] = []
         self.engine_batches = 0
         self.prompt = prompt  # a PromptTemplate or function (agents.llm.prompts); None: the built-in one
+        self._builtin = prompt is None  # the built-in template follows the bound run's decision contract
 
     @property
     def engine(self) -> Engine:
@@ -73,7 +74,11 @@ class LLMBackend:
         return self._engine
 
     def bind(self, run_id: str, spec: Any) -> None:
+        """Start a run: a backend made without a template renders with the built-in one of the run's contract
+        (a run stored under contract 3 replays with the prompts, so the cache keys, it was made with)."""
         self.pending.clear()
+        if self._builtin:
+            self.prompt = builtin_template(getattr(spec, "contract", 4))
 
     def drain_calls(self) -> list[dict[str, Any]]:
         """The calls logged since the last tick, for the store to commit with it."""

@@ -40,7 +40,7 @@ def make_llm_backend(spec: RunSpec, store: Any, *, cache_only: bool = False) -> 
     from agents.llm.prompts import get_template
 
     llm = spec.llm
-    prompt = None if llm.template is None else get_template(llm.template)
+    prompt = get_template(llm.template, spec.contract)  # the built-in one is that of the run's contract
     if llm.provider == "local" and llm.model is not None:
         check_model_path(llm.model)
     if llm.provider == "langchain" and not llm.cls:

@@ -9,6 +9,16 @@ then the question and the answer format:
             "You are <persona>." + request.own_context     (group, then the agent's own part)
             memory, feedback                               (the agent's own)
             question, answer format                        (last)
+
+The built-in template depends on the run's decision contract (`sim.contracts.CONTRACT`). From
+contract 4 the question is followed by one sentence, "Answer with a number from 0 to 68 in steps of
+1." (contracts 1-3 added "Reply with the number only."; the system message already asks for answers
+"exactly in the form asked"), and the agent's memory items follow its identity without the
+"What you remember:" header. Both follow the agent's own text, so their tokens are forwarded once per
+agent: 12 fewer per fisher in the fishery's month 2, and on the same states SmolLM2's catches were
+no greedier (`benchmarks/prompt_layout.py`; dropping "in steps of 1" instead made them greedier).
+Choice, Text and Form answers are asked for as before. Runs stored under contracts 1-3 keep their
+template (`builtin_template`), so they replay from their cache.
 """
 
 from __future__ import annotations
@@ -49,7 +59,18 @@ def _compile(text: str) -> str:
 
 
 #: the placeholders a user message template may use
-FIELDS = ("context", "persona", "own", "memory", "feedback", "question", "space", "answer_hint")
+FIELDS = ("context", "persona", "own", "memory", "feedback", "question", "space", "answer_hint", "answer")
+
+
+#: what ${answer} adds after the space's description (the built-in template from contract 4): a Number's
+#: description says its form ("a number from 0 to 68 in steps of 1"), so it gets no second sentence
+ANSWER_HINTS = {**HINTS, Number: ""}
+
+
+def answer_format(space: Any) -> str:
+    """The sentence that asks for the answer (${answer}): "Answer with a number from 0 to 68 in steps of 1.",
+    "Answer with one of: none, fisher 3. Reply with the option only.", ..."""
+    return f"Answer with {space.describe()}.{ANSWER_HINTS[type(space)]}"
 
 
 @dataclass(frozen=True)
@@ -57,7 +78,10 @@ class PromptTemplate:
     """The chat prompt of the `llm` policy: a system message and a user message with `${field}` placeholders.
 
     `user` may use ${context} (text every agent shares), ${persona} ("You are ..."), ${own} (the agent's own
-    context), ${memory}, ${feedback}, ${question}, ${space} (the answer's form) and ${answer_hint}. Keep the
+    context), ${memory}, ${feedback}, ${question}, ${space} (the answer's form, e.g. "a number from 0 to 68 in
+    steps of 1"), ${answer_hint} ("Reply with the number only.") and ${answer} (what the built-in template asks:
+    "Answer with a number from 0 to 68 in steps of 1."). `memory_header` is the line put before the agent's
+    memory items in ${memory} ("" for none). Keep the
     shared text first and the agent's own text last: batches then share their prompt prefix.
 
         from agents.llm.prompts import PromptTemplate, register_template
@@ -67,6 +91,7 @@ class PromptTemplate:
 
     system: str = field(default_factory=lambda: (TEMPLATES / "system.txt").read_text().strip())
     user: str = field(default_factory=lambda: (TEMPLATES / "user.txt").read_text())
+    memory_header: str = "What you remember:"
 
     def __post_init__(self) -> None:
         unknown = sorted(set(_FIELD.findall(self.user)) - set(FIELDS))
@@ -77,7 +102,7 @@ class PromptTemplate:
 
     def render(self, request: DecisionRequest) -> list[dict[str, str]]:
         """System and user messages for one request."""
-        return _render(request, self.system.strip(), self._pattern)  # type: ignore[attr-defined]
+        return _render(request, self.system.strip(), self._pattern, self.memory_header)  # type: ignore[attr-defined]
 
 
 #: a template is a PromptTemplate or any function `request -> [{"role": ..., "content": ...}, ...]`
@@ -110,8 +135,9 @@ def register_template(name: str) -> Callable[[Any], Any]:
     return apply
 
 
-def get_template(ref: Optional[str]) -> Template:
-    """The template `ref` names: None or "default" (built-in), a registered name, or `module:NAME` / `file.py:NAME`.
+def get_template(ref: Optional[str], contract: Optional[int] = None) -> Template:
+    """The template `ref` names: None or "default" (built-in, that of `contract`, default the current one), a
+    registered name, or `module:NAME` / `file.py:NAME`.
 
     Raises a one-line UsageError when it cannot be found, loaded, or is not a template.
     """
@@ -119,7 +145,7 @@ def get_template(ref: Optional[str]) -> Template:
     from sim.refs import is_reference, load_object
 
     if ref is None or ref == "default":
-        return DEFAULT
+        return DEFAULT if contract is None else builtin_template(contract)
     if ref in PROMPT_TEMPLATES:
         return PROMPT_TEMPLATES[ref]
     if not is_reference(ref):
@@ -154,16 +180,17 @@ def render_messages(request: DecisionRequest, prompt: Optional[Template] = None)
     return messages
 
 
-def _render(request: DecisionRequest, system: str, pattern: str) -> list[dict[str, str]]:
+def _render(request: DecisionRequest, system: str, pattern: str, memory_header: str) -> list[dict[str, str]]:
     persona = f"You are {request.persona.strip().rstrip('.')}." if request.persona else ""
     own = request.own_context.strip()
     if persona and own:
         own = " " + own
-    memory = f"What you remember:\n{request.memory}\n" if request.memory else ""
+    memory = (f"{memory_header}\n" if memory_header else "") + f"{request.memory}\n" if request.memory else ""
     feedback = f"{request.feedback}\n" if request.feedback else ""
     user = pattern.format(
         context=request.context.strip(), persona=persona, own=own, memory=memory, feedback=feedback,
         question=request.question, space=request.space.describe(), answer_hint=HINTS[type(request.space)],
+        answer=answer_format(request.space),
     )
     while "\n\n" in user:
         user = user.replace("\n\n", "\n")
@@ -173,7 +200,15 @@ def _render(request: DecisionRequest, system: str, pattern: str) -> list[dict[st
     ]
 
 
-DEFAULT = PromptTemplate()
+#: the built-in template of new runs (decision contract 4 on)
+DEFAULT = PromptTemplate(memory_header="")
+#: the built-in template of runs stored under decision contracts 1-3 (their cache keys hold its text)
+DEFAULT_CONTRACT3 = PromptTemplate(user=(TEMPLATES / "user-contract3.txt").read_text())
+
+
+def builtin_template(contract: int) -> PromptTemplate:
+    """The built-in template a run made under decision `contract` renders with."""
+    return DEFAULT_CONTRACT3 if contract < 4 else DEFAULT
 
 
 def retry_message(error: str, request: DecisionRequest) -> dict[str, str]:
