@@ -17,14 +17,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Deliver SIGINT to this process and the CLI processes it starts, however the suite was started.
+    """Deliver SIGINT and SIGHUP to this process and the CLI processes it starts, however the suite was started.
 
-    A shell without job control starts a background job (`make test &`) with SIGINT ignored, and a
-    child inherits that; the CLI rightly keeps an ignored signal ignored (nohup), so the Ctrl-C tests
-    would hang or see nothing. They test the CLI's handling, not the caller's choice, so restore it.
+    A shell without job control starts a background job (`make test &`) with SIGINT ignored, `nohup`
+    starts it with SIGHUP ignored, and a child inherits both; the CLI rightly keeps an ignored signal
+    ignored, so the signal tests would hang or see nothing. They test the CLI's handling, not the
+    caller's choice, so restore them.
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.fixture
