@@ -1,7 +1,8 @@
 """Prompt layout: what each fisher forwards on its own, against how the fishery's catches come out.
 
-The built-in prompt (agents/llm/templates/user.txt) puts the question and the answer format after
-the agent's own text (identity, memory, feedback), so every request forwards them on its own. The
+The built-in prompt (agents/llm/templates/user-contract4.txt; user.txt before contract 4) puts the
+question and the answer format after the agent's own text (identity, memory, feedback), so every
+request forwards them on its own. The
 `shared_question` layout moves them into the shared part and restates the question last, which
 shortens what each agent forwards. Decision contract 3 moves what every fisher sees (the month's
 catches in all, messages, votes) out of each fisher's memory into one shared history; contract 4's

@@ -293,4 +293,6 @@ def test_memory_header_is_the_templates_choice():
     assert "You are fisher 1.\nWhat you remember:\n- month 1: I caught 3 tons.\nHow many?" in old
     mine = PromptTemplate(user="${memory}${question}")
     assert mine.render(r)[1]["content"] == "What you remember:\n- month 1: I caught 3 tons.\nHow many?"
+    # a user's template with no `user` text of its own renders as it did before contract 4
+    assert PromptTemplate(system="Be brief.").render(r)[1]["content"] == old
     assert PromptTemplate(user="${memory}${question}", memory_header="Notes:").render(r)[1]["content"].startswith("Notes:\n")

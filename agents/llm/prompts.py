@@ -18,7 +18,8 @@ contract 4 the question is followed by one sentence, "Answer with a number from 
 agent: 12 fewer per fisher in the fishery's month 2, and on the same states SmolLM2's catches were
 no greedier (`benchmarks/prompt_layout.py`; dropping "in steps of 1" instead made them greedier).
 Choice, Text and Form answers are asked for as before. Runs stored under contracts 1-3 keep their
-template (`builtin_template`), so they replay from their cache.
+template (`builtin_template`), so they replay from their cache; a user's `PromptTemplate` that sets
+no `user` text keeps the old one (templates/user.txt), whatever the contract.
 """
 
 from __future__ import annotations
@@ -201,9 +202,11 @@ def _render(request: DecisionRequest, system: str, pattern: str, memory_header: 
 
 
 #: the built-in template of new runs (decision contract 4 on)
-DEFAULT = PromptTemplate(memory_header="")
-#: the built-in template of runs stored under decision contracts 1-3 (their cache keys hold its text)
-DEFAULT_CONTRACT3 = PromptTemplate(user=(TEMPLATES / "user-contract3.txt").read_text())
+DEFAULT = PromptTemplate(user=(TEMPLATES / "user-contract4.txt").read_text(), memory_header="")
+#: the built-in template of runs stored under decision contracts 1-3 (their cache keys hold its text); it is
+#: also what a user's PromptTemplate renders with where it sets no `user`, as it always did, so that such a
+#: template, and the runs made with it, never change under its author
+DEFAULT_CONTRACT3 = PromptTemplate()
 
 
 def builtin_template(contract: int) -> PromptTemplate:
