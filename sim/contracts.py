@@ -26,9 +26,10 @@ from sim.spaces import Space
 #:      shared history in the situation every fisher reads, not a line in every fisher's own memory; and every
 #:      scenario's agent memory has the config's `memory_window` and `memory_summary_chars` (under 1 and 2 an
 #:      agent's memory got the defaults, 8 and 400, whatever the config said).
-#:   4: the built-in LLM prompt states the answer's form in one sentence after the question ("Answer with a
-#:      whole number from 0 to 68."), not two ("Answer with a number from 0 to 68 in steps of 1. Reply with the
-#:      number only."): see agents.llm.prompts.builtin_template. Scripted runs decide as under 3.
+#:   4: the built-in LLM prompt asks for a Number in one sentence after the question ("Answer with a number from
+#:      0 to 68 in steps of 1.", without 3's "Reply with the number only.") and lists the agent's memory items
+#:      without the "What you remember:" header: see agents.llm.prompts.builtin_template. Scripted runs decide
+#:      as under 3.
 #: A later change of that kind bumps it, and keeps the old way for replays.
 CONTRACT = 4
 

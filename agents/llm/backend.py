@@ -15,7 +15,7 @@ from typing import Any, Optional, Protocol
 
 from agents.llm.cache import cache_key
 from agents.llm.prompts import builtin_template, render_messages
-from sim.contracts import Decision, DecisionRequest
+from sim.contracts import CONTRACT, Decision, DecisionRequest
 
 
 @dataclass
@@ -78,7 +78,7 @@ class LLMBackend:
         (a run stored under contract 3 replays with the prompts, so the cache keys, it was made with)."""
         self.pending.clear()
         if self._builtin:
-            self.prompt = builtin_template(getattr(spec, "contract", 4))
+            self.prompt = builtin_template(getattr(spec, "contract", CONTRACT))
 
     def drain_calls(self) -> list[dict[str, Any]]:
         """The calls logged since the last tick, for the store to commit with it."""

@@ -68,10 +68,11 @@ FIELDS = ("context", "persona", "own", "memory", "feedback", "question", "space"
 ANSWER_HINTS = {**HINTS, Number: ""}
 
 
-def answer_format(space: Any) -> str:
+def answer_format(space: Any, described: Optional[str] = None) -> str:
     """The sentence that asks for the answer (${answer}): "Answer with a number from 0 to 68 in steps of 1.",
-    "Answer with one of: none, fisher 3. Reply with the option only.", ..."""
-    return f"Answer with {space.describe()}.{ANSWER_HINTS[type(space)]}"
+    "Answer with one of: none, fisher 3. Reply with the option only.", ... (`described`: `space.describe()`,
+    when the caller has it already)."""
+    return f"Answer with {space.describe() if described is None else described}.{ANSWER_HINTS[type(space)]}"
 
 
 @dataclass(frozen=True)
@@ -188,10 +189,11 @@ def _render(request: DecisionRequest, system: str, pattern: str, memory_header: 
         own = " " + own
     memory = (f"{memory_header}\n" if memory_header else "") + f"{request.memory}\n" if request.memory else ""
     feedback = f"{request.feedback}\n" if request.feedback else ""
+    described = request.space.describe()
     user = pattern.format(
         context=request.context.strip(), persona=persona, own=own, memory=memory, feedback=feedback,
-        question=request.question, space=request.space.describe(), answer_hint=HINTS[type(request.space)],
-        answer=answer_format(request.space),
+        question=request.question, space=described, answer_hint=HINTS[type(request.space)],
+        answer=answer_format(request.space, described),
     )
     while "\n\n" in user:
         user = user.replace("\n\n", "\n")
