@@ -5,8 +5,9 @@ decisions per second by batch size beside the device's physical limits. Writes J
 
 Sections:
 - `cpu`: the 32-agent fishery tick batched against one call per agent in months 1, 2 and 4, each
-  the best of 3 runs taken in turns (from decision contract 3 each month adds a line of the
-  fisher's own memory, and a line of the shared history, which a batch forwards once); a
+  the median ratio of 5 rounds (a round times the batched tick, then the calls one by one; from
+  decision contract 3 each month adds a line of the fisher's own memory, and a line of the shared
+  history, which a batch forwards once); a
   mixed-persona tick (two personas of 16: the situation forwarded once, each persona's extension
   once) against a single-persona one (32); torch threads 1 against 2 on the same tick. Run on
   every machine.
@@ -95,30 +96,43 @@ def device_limits(lm) -> dict:
 def interleaved(fns: dict, repeat: int) -> dict:
     """Best wall time of each function over `repeat` rounds, the functions alternating within a round,
     so a slow spell of this shared VM falls on every side of a ratio, not on one."""
-    best = dict.fromkeys(fns, float("inf"))
+    return {name: min(times) for name, times in rounds(fns, repeat).items()}
+
+
+def rounds(fns: dict, repeat: int) -> dict:
+    """Every wall time of each function over `repeat` rounds, the functions alternating within a round."""
+    times: dict = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
             t = time.perf_counter()
             fn()
-            best[name] = min(best[name], time.perf_counter() - t)
-    return best
+            times[name].append(time.perf_counter() - t)
+    return times
 
 
 def tick_speed(lm, eng, reqs, prompt=None, repeat: int = 2) -> dict:
     """One batched tick against one call per agent on the same requests (rendered with `prompt`,
-    default the built-in template): seconds (best of `repeat`, interleaved), tokens forwarded each
-    way, and the speed-up."""
+    default the built-in template), in `repeat` rounds, each round timing the batched tick and then
+    the calls one by one: tokens forwarded each way, the best time of each side, and the speed-up.
+
+    `speedup` is the median over rounds of the round's ratio (one call per agent / batched): each
+    ratio compares two timings taken seconds apart, so a slow spell of this shared VM falls on both
+    of its sides; `speedup_best_times` (best single / best batched, possibly from different rounds)
+    and every round's ratio are kept beside it.
+    """
     msgs = [render_messages(r, prompt) for r in reqs]
     eng.answer(reqs[:2], msgs[:2])  # warm-up
     before = lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"]
     eng.answer(reqs, msgs)
     forwarded = lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"] - before
-    best = interleaved({"batched": lambda: eng.answer(reqs, msgs),
-                        "single": lambda: [eng.answer([r], [m]) for r, m in zip(reqs, msgs)]}, repeat)
+    times = rounds({"batched": lambda: eng.answer(reqs, msgs),
+                    "single": lambda: [eng.answer([r], [m]) for r, m in zip(reqs, msgs)]}, repeat)
+    ratios = [s / b for b, s in zip(times["batched"], times["single"])]
     toks = lm.encode([lm.render(m) for m in msgs])
     return {"prompt_tokens_mean": statistics.fmean(len(t) for t in toks), "tokens_one_call_per_agent": sum(len(t) for t in toks),
-            "tokens_forwarded_batched": forwarded, "batched_s": best["batched"], "one_call_per_agent_s": best["single"],
-            "repeats": repeat, "speedup": best["single"] / best["batched"]}
+            "tokens_forwarded_batched": forwarded, "batched_s": min(times["batched"]), "one_call_per_agent_s": min(times["single"]),
+            "repeats": repeat, "speedup": statistics.median(ratios), "speedup_rounds": ratios,
+            "speedup_best_times": min(times["single"]) / min(times["batched"])}
 
 
 def cpu_section(lm, eng) -> dict:
@@ -129,7 +143,7 @@ def cpu_section(lm, eng) -> dict:
     ticks, by_month = [], {}
     for month in (1, 2, 4):  # memory grows with the months: 0, 1 and 3 lines of the fisher's own
         by_month[month] = reqs = harvest_requests(32, months_before=month - 1)
-        row = {"month": month, **tick_speed(lm, eng, reqs, repeat=3)}
+        row = {"month": month, **tick_speed(lm, eng, reqs, repeat=5)}
         print(f"  month {month}: {row['speedup']:.2f}x", file=sys.stderr)
         ticks.append(row)
     out["tick_32_number"] = ticks

@@ -4,7 +4,8 @@ The built-in prompt (agents/llm/templates/user-contract4.txt; user.txt before co
 question and the answer format after the agent's own text (identity, memory, feedback), so every
 request forwards them on its own. The
 `shared_question` layout moves them into the shared part and restates the question last, which
-shortens what each agent forwards. Decision contract 3 moves what every fisher sees (the month's
+shortens what each agent forwards; `question_first` (contract 4's text) asks the question in the
+shared part and leaves only the answer sentence after the agent's own text. Decision contract 3 moves what every fisher sees (the month's
 catches in all, messages, votes) out of each fisher's memory into one shared history; contract 4's
 built-in template asks for a number in one sentence and drops the memory header. Each variant
 is a (decision contract, layout) pair; this measures both sides of the trade on the fishery's 32-agent
@@ -40,10 +41,13 @@ from scenarios.commons.strategies import sustainable_share  # noqa: E402
 
 SHARED_QUESTION = PromptTemplate(
     user="${context}\n${question}\nAnswer with ${space}.${answer_hint}\n${persona}${own}\n${memory}${feedback}\n${question}")
-LAYOUTS = {"built_in": DEFAULT, "built_in_contract3": DEFAULT_CONTRACT3, "shared_question": SHARED_QUESTION}
+QUESTION_FIRST = PromptTemplate(
+    user="${context}\n${question}\n${persona}${own}\n${memory}${feedback}\n${answer}\n", memory_header="")
+LAYOUTS = {"built_in": DEFAULT, "built_in_contract3": DEFAULT_CONTRACT3, "shared_question": SHARED_QUESTION,
+           "question_first": QUESTION_FIRST}
 #: variant -> (decision contract the fishery's text is made under, layout)
 VARIANTS = {"built_in@2": (2, "built_in_contract3"), "built_in@3": (3, "built_in_contract3"),
-            "shared_question@3": (3, "shared_question"), "built_in@4": (4, "built_in")}
+            "shared_question@3": (3, "shared_question"), "built_in@4": (4, "built_in"), "question_first@4": (4, "question_first")}
 _M63 = (1 << 63) - 1
 
 
