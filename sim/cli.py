@@ -62,6 +62,9 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def _fmt(v: Any) -> str:
+    """A metric for a table: 4 significant digits; a missing value as `null`, the word its docs and --json use."""
+    if v is None:
+        return "null"
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
@@ -152,13 +155,19 @@ def list_(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
     if as_json:
         print(json.dumps(rows))
         return
-    table = Table(title=f"{len(rows)} runs", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("run_id", "scenario", "status", "decided by", "origin", "seed", "ticks", "created"):
-        table.add_column(col, overflow="fold", no_wrap=col in ("run_id", "created"))
+    cells = []
     for row in rows:
         origin = row["origin"] + (f" of {row['parent_id']}" if row["parent_id"] else "") + (" (cached)" if row["cached"] else "")
-        table.add_row(row["run_id"], row["scenario"], row["status_text"], row["decided_by"], origin, str(row["seed"]),
-                      str(row["ticks"]), row["created_at"][:16].replace("T", " "))
+        cells.append((row["run_id"], row["scenario"], row["status_text"], row["decided_by"], origin, str(row["seed"]),
+                      str(row["ticks"]), row["created_at"][:16].replace("T", " ")))
+    table = Table(title=f"{len(rows)} runs", box=box.SIMPLE_HEAD, pad_edge=False, padding=0, show_edge=False)
+    for i, col in enumerate(("run_id", "scenario", "status", "decided by", "origin", "seed", "ticks", "created")):
+        # a narrow terminal wraps a cell between words, never inside one ("commo/ns"); only a word longer
+        # than the screen is folded
+        words = [w for c in cells for w in c[i].split()] + col.split()
+        table.add_column(col, overflow="fold", min_width=min(24, max(map(len, words))))
+    for c in cells:
+        table.add_row(*c)
     out.print(table)
 
 

@@ -40,12 +40,12 @@ def store(db_url: str) -> Store:
     return Store(db_url)
 
 
-def cli(*args: str, db: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run `societas ARGS` in a subprocess, exactly as a user would."""
+def cli(*args: str, db: str | None = None, timeout: float = 300, columns: int = 200) -> subprocess.CompletedProcess:
+    """Run `societas ARGS` in a subprocess, exactly as a user would (on a terminal `columns` wide)."""
     cmd = [sys.executable, "-m", "sim.cli", *args]
     if db:
         cmd += ["--db", db]
-    env = {**os.environ, "COLUMNS": "200"}
+    env = {**os.environ, "COLUMNS": str(columns)}
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
 
 

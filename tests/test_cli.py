@@ -36,6 +36,19 @@ def test_list_show_export(db_url, tmp_path):
     assert len(steps) == 15 and set(steps["tick"]) == {1, 2, 3}
 
 
+def test_list_at_80_columns_breaks_no_word(db_url):
+    """On an 80-column terminal `list` wraps a cell between words, never inside one ("commo/ns")."""
+    run = cli_json("run", "commons", "--ticks", "2", db=db_url)
+    assert cli("fork", run["run_id"], "--at", "1", "--set", "months=3", db=db_url).returncode == 0
+    proc = cli("list", db=db_url, columns=80)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    words = {w for line in lines for w in line.split()}
+    fork = next(r for r in cli_json("list", db=db_url) if r["origin"] == "fork")
+    assert {run["run_id"], fork["run_id"], "commons", "finished", "scripted", fork["created_at"][:10]} <= words
+
+
 def test_scenarios_lists_fields_and_defaults():
     data = cli_json("scenarios")
     commons = next(s for s in data if s["name"] == "commons")

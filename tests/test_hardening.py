@@ -295,6 +295,11 @@ def test_show_prints_every_metric_and_a_ticks_messages(capsys, db_url):
     code, out, _ = main(capsys, "show", r.run_id, "--tick", "1", "--json", "--db", db_url)
     data = json.loads(out)
     assert data["fallbacks"] == 0 and len(data["messages"]) == 5 and data["decided_by"] == "scripted"
+    quiet = execute(build_spec("commons", ticks=2), Store(db_url))  # no norm: its rate and limit are missing
+    assert quiet.metrics["norm_compliance_rate"] is None
+    code, out, _ = main(capsys, "show", quiet.run_id, "--db", db_url)
+    row = next(line for line in out.splitlines() if "norm_compliance_rate" in line)
+    assert code == 0 and "null" in row and "None" not in out  # the word the docs and --json use
 
 
 def test_stated_limit_reads_the_limit_not_the_first_number():
