@@ -2,13 +2,13 @@
 
 The built-in prompt (agents/llm/templates/user-contract4.txt; user.txt before contract 4) puts the
 question and the answer format after the agent's own text (identity, memory, feedback), so every
-request forwards them on its own. The
-`shared_question` layout moves them into the shared part and restates the question last, which
-shortens what each agent forwards; `question_first` (contract 4's text) asks the question in the
-shared part and leaves only the answer sentence after the agent's own text. Decision contract 3 moves what every fisher sees (the month's
-catches in all, messages, votes) out of each fisher's memory into one shared history; contract 4's
-built-in template asks for a number in one sentence and drops the memory header. Each variant
-is a (decision contract, layout) pair; this measures both sides of the trade on the fishery's 32-agent
+request forwards them on its own. The `shared_question` layout moves them into the shared part and
+restates the question last, which shortens what each agent forwards; `question_first` (contract
+4's text) asks the question in the shared part and leaves only the answer sentence after the
+agent's own text. Decision contract 3 moves what every fisher sees (the month's catches in all,
+messages, votes) out of each fisher's memory into one shared history; contract 4's built-in
+template asks for a number in one sentence and drops the memory header. Each variant is a
+(decision contract, layout) pair; this measures both sides of the trade on the fishery's 32-agent
 harvest tick in months 1, 2 and 4 (0, 1 and 3 memory lines):
 
 - speed: the batched tick against one call per agent, and the prompt tokens each forwards;
