@@ -89,8 +89,27 @@ def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[P
         llm_block = _absolute_refs({"llm": llm_block}, base_dir)["llm"]
     definition = {"scenario": scenario, "base": base, "grid": grid, "seeds": seeds, "policy": policy,
                   "llm": llm_block, "ticks": data.get("ticks")}
-    expand(definition, where)  # every cell validates now, before anything is written
+    _preflight_llm(expand(definition, where), where)  # every cell validates now, before anything is written
     return definition
+
+
+def _preflight_llm(specs: list[RunSpec], where: str) -> None:
+    """A model, device or chat class that cannot be used is bad input, refused before the sweep stores
+    anything (as `societas run` does), not found by every run of the sweep in turn."""
+    from agents.llm.factory import preflight
+    from scenarios import get_scenario
+    from sim.runner import needs_llm
+
+    checked: set[str] = set()
+    for spec in specs:
+        key = spec.llm.model_dump_json()
+        if key in checked or not needs_llm(spec, get_scenario(spec.scenario)):
+            continue
+        checked.add(key)
+        try:
+            preflight(spec)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
 
 
 def sweep_id(definition: dict[str, Any]) -> str:

@@ -103,6 +103,23 @@ def test_unloadable_models_are_bad_input_and_create_no_store(capsys, tmp_path):
     assert not db.exists()
 
 
+def test_a_device_this_machine_lacks_is_bad_input_before_anything_is_stored(capsys, tmp_path):
+    """`llm.device=cuda` without a GPU was refused only after the model had loaded (~30 s), with a store
+    already made; a sweep stored a run per cell, each failed. Both now refuse it at once."""
+    import torch
+
+    missing = f"cuda:{torch.cuda.device_count()}"  # one past the last GPU: no machine has it
+    db = tmp_path / "r.db"
+    for device in ([missing] if torch.cuda.is_available() else ["cuda", missing]):
+        assert_bad(capsys, db, "run", "commons", "--policy", "llm", "--set", f"llm.device={device}",
+                   says=f"bad value for 'llm.device': '{device}'")
+    assert not db.exists()
+    sweep = tmp_path / "s.sweep.yaml"
+    sweep.write_text(f"scenario: commons\npolicy: llm\nbase: {{fishers: 2, months: 1}}\nseeds: 1\nllm: {{device: '{missing}'}}\n")
+    assert_bad(capsys, db, "sweep", str(sweep), says="s.sweep.yaml: bad value for 'llm.device'")
+    assert not db.exists()
+
+
 def test_wildcards_never_resolve_run_ids_and_reading_creates_no_store(capsys, tmp_path, db_url):
     missing = tmp_path / "nothing.db"
     for cmd in (["list"], ["show", "abc"], ["export", "abc", "--out", str(tmp_path / "x")], ["replay", "abc"]):

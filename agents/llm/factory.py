@@ -67,11 +67,17 @@ def make_llm_backend(spec: RunSpec, store: Any, *, cache_only: bool = False) -> 
 
 
 def preflight(spec: RunSpec) -> None:
-    """Check the LLM settings of `spec` before anything is written: the model file, the chat class."""
+    """Check the LLM settings of `spec` before anything is written: the model file, the device, the chat class."""
     llm = spec.llm
     if llm.provider == "local":
         if llm.model is not None:
             check_model_path(llm.model)
+        if llm.device not in (None, "cpu"):
+            from agents.llm.local import device_problem
+
+            problem = device_problem(llm.device)
+            if problem:
+                raise UsageError(f"bad value for 'llm.device': {llm.device!r}: {problem}")
         return
     if not llm.cls:
         raise UsageError("llm.provider is 'langchain' but no chat model class is given (--llm module:Class)")

@@ -93,6 +93,27 @@ def pick_device(device: Optional[str] = None) -> str:
     return device or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def device_problem(device: Optional[str]) -> Optional[str]:
+    """Why `device` (`llm.device`) cannot run a model on this machine, or None when it can.
+
+    Checked before a run stores anything, so that `llm.device=cuda` on a machine without a GPU is
+    refused at once instead of after the model has loaded for half a minute.
+    """
+    if device is None or device == "cpu":
+        return None
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            built = "built without CUDA" if torch.version.cuda is None else f"CUDA {torch.version.cuda}, but no GPU is visible"
+            return f"this machine has no CUDA device (torch {torch.__version__}: {built})"
+        index = int(device.split(":")[1]) if ":" in device else 0
+        if index >= torch.cuda.device_count():
+            return f"there is no {device}: this machine has {torch.cuda.device_count()} CUDA device(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}"
+        return None
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        return "this machine has no MPS device (Apple silicon)"
+    return None
+
+
 def pick_dtype(device: str, dtype: Optional[str] = None) -> torch.dtype:
     """bf16 on CUDA and on CPUs with bf16 instructions, else float32; `dtype` overrides."""
     if dtype:
