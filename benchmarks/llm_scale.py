@@ -5,7 +5,8 @@ decisions per second by batch size beside the device's physical limits. Writes J
 
 Sections:
 - `cpu`: the 32-agent fishery tick batched against one call per agent in months 1, 2 and 4, each
-  the median ratio of 5 rounds (a round times the batched tick, then the calls one by one; from
+  the median ratio of 5 rounds (a round times the batched tick and the calls one by one, back to
+  back, each side first in turn; from
   decision contract 3 each month adds a line of the fisher's own memory, and a line of the shared
   history, which a batch forwards once); a
   mixed-persona tick (two personas of 16: the situation forwarded once, each persona's extension
@@ -100,10 +101,11 @@ def interleaved(fns: dict, repeat: int) -> dict:
 
 
 def rounds(fns: dict, repeat: int) -> dict:
-    """Every wall time of each function over `repeat` rounds, the functions alternating within a round."""
+    """Every wall time of each function over `repeat` rounds, the functions taken in turns within a round
+    and in reverse order every other round (so going first or second falls on each side alike)."""
     times: dict = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
+    for k in range(repeat):
+        for name, fn in (list(fns.items()) if k % 2 == 0 else list(fns.items())[::-1]):
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
@@ -112,12 +114,13 @@ def rounds(fns: dict, repeat: int) -> dict:
 
 def tick_speed(lm, eng, reqs, prompt=None, repeat: int = 2) -> dict:
     """One batched tick against one call per agent on the same requests (rendered with `prompt`,
-    default the built-in template), in `repeat` rounds, each round timing the batched tick and then
-    the calls one by one: tokens forwarded each way, the best time of each side, and the speed-up.
+    default the built-in template), in `repeat` rounds, each round timing the batched tick and the
+    calls one by one, back to back (in turn first): tokens forwarded each way, the best time of each
+    side, and the speed-up.
 
     `speedup` is the median over rounds of the round's ratio (one call per agent / batched): each
-    ratio compares two timings taken seconds apart, so a slow spell of this shared VM falls on both
-    of its sides; `speedup_best_times` (best single / best batched, possibly from different rounds)
+    ratio compares two timings taken back to back, so a slow spell of this shared VM mostly falls on
+    both of its sides; `speedup_best_times` (best single / best batched, possibly from different rounds)
     and every round's ratio are kept beside it.
     """
     msgs = [render_messages(r, prompt) for r in reqs]

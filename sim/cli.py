@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -160,15 +161,36 @@ def list_(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
         origin = row["origin"] + (f" of {row['parent_id']}" if row["parent_id"] else "") + (" (cached)" if row["cached"] else "")
         cells.append((row["run_id"], row["scenario"], row["status_text"], row["decided_by"], origin, str(row["seed"]),
                       str(row["ticks"]), row["created_at"][:16].replace("T", " ")))
+    headers = ("run_id", "scenario", "status", "decided by", "origin", "seed", "ticks", "created")
     table = Table(title=f"{len(rows)} runs", box=box.SIMPLE_HEAD, pad_edge=False, padding=0, show_edge=False)
-    for i, col in enumerate(("run_id", "scenario", "status", "decided by", "origin", "seed", "ticks", "created")):
-        # a narrow terminal wraps a cell between words, never inside one ("commo/ns"); only a word longer
-        # than the screen is folded
-        words = [w for c in cells for w in c[i].split()] + col.split()
-        table.add_column(col, overflow="fold", min_width=min(24, max(map(len, words))))
+    for col, width in zip(headers, fit_widths(headers, cells, out.width, shrink=(1, 2, 3, 4, 7))):
+        table.add_column(col, overflow="fold", width=width)
     for c in cells:
         table.add_row(*c)
     out.print(table)
+
+
+def fit_widths(headers: Sequence[str], cells: Sequence[Sequence[str]], width: int, shrink: Sequence[int]) -> list[int]:
+    """Column widths for a table with one space between columns, to fit `width` characters.
+
+    Each column starts as wide as its longest cell; where the table is too wide, the widest of the
+    `shrink` columns give way one character at a time, first down to their longest word (a narrow
+    terminal then wraps a cell between words, never inside one: "commo/ns"), and only then further
+    (a file-path scenario, a stale run's host name fold), before any column is cut off at the edge.
+    """
+    natural, words = [], []
+    for i, header in enumerate(headers):
+        column = [header, *(row[i] for row in cells)]
+        natural.append(max(map(len, column)))
+        words.append(max(len(w) for text in column for w in text.split() or [""]))
+    widths = list(natural)
+    for floor in (words, [6] * len(headers)):
+        while sum(widths) + len(widths) - 1 > width:
+            fits = [i for i in shrink if widths[i] > floor[i]]
+            if not fits:
+                break
+            widths[max(fits, key=lambda i: widths[i])] -= 1
+    return widths
 
 
 @app.command()
@@ -473,6 +495,8 @@ def sweep(
     if address and executor != "ray":
         _fail("--address is for --executor ray")
     definition = sw.load_sweep(sweep_file)
+    if address is None:  # runs on this machine: an unusable model or device is bad input, found before any write
+        sw.preflight_llm(definition, str(sweep_file))
     store = _store(db)
     plan = sw.prepare(store, definition, source=str(sweep_file))
     bar, task = _bar(f"sweep {plan.sweep_id}", plan.total, as_json)

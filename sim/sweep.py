@@ -89,20 +89,22 @@ def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[P
         llm_block = _absolute_refs({"llm": llm_block}, base_dir)["llm"]
     definition = {"scenario": scenario, "base": base, "grid": grid, "seeds": seeds, "policy": policy,
                   "llm": llm_block, "ticks": data.get("ticks")}
-    _preflight_llm(expand(definition, where), where)  # every cell validates now, before anything is written
+    expand(definition, where)  # every cell validates now, before anything is written
     return definition
 
 
-def _preflight_llm(specs: list[RunSpec], where: str) -> None:
-    """A model, device or chat class that cannot be used is bad input, refused before the sweep stores
-    anything (as `societas run` does), not found by every run of the sweep in turn."""
+def preflight_llm(definition: dict[str, Any], where: str = "sweep") -> None:
+    """Refuse, before the sweep stores anything, a model, device or chat class that cannot be used here,
+    as `societas run` does, instead of letting every run of the sweep fail in turn. For runs on this
+    machine (a remote Ray cluster's workers have their own models and devices: not checked)."""
     from agents.llm.factory import preflight
     from scenarios import get_scenario
     from sim.runner import needs_llm
 
     checked: set[str] = set()
-    for spec in specs:
-        key = spec.llm.model_dump_json()
+    for spec in expand(definition, where):
+        llm = spec.llm  # what preflight reads: sampling settings (a grid over temperature) need no second check
+        key = json.dumps([llm.provider, llm.model, llm.device, llm.cls, llm.args], sort_keys=True, default=str)
         if key in checked or not needs_llm(spec, get_scenario(spec.scenario)):
             continue
         checked.add(key)

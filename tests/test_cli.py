@@ -43,10 +43,29 @@ def test_list_at_80_columns_breaks_no_word(db_url):
     proc = cli("list", db=db_url, columns=80)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert max(len(line) for line in lines) <= 80
     words = {w for line in lines for w in line.split()}
     fork = next(r for r in cli_json("list", db=db_url) if r["origin"] == "fork")
     assert {run["run_id"], fork["run_id"], "commons", "finished", "scripted", fork["created_at"][:10]} <= words
+
+
+def test_list_columns_fit_the_screen_and_give_way_between_words():
+    """Widths for `list`: whole words where they can fit; a file-path scenario and a stale run's host name
+    fold instead of pushing `created` and `ticks` off an 80-column screen."""
+    from sim.cli import fit_widths
+
+    headers = ("run_id", "scenario", "status", "decided by", "origin", "seed", "ticks", "created")
+    fork = ("210ef168e8f2", "commons", "finished", "llm+scripted", "fork of c0838f4abe00", "0", "5", "2026-11-23 12:01")
+    widths = fit_widths(headers, [fork], 80, shrink=(1, 2, 3, 4, 7))
+    assert sum(widths) + len(widths) - 1 <= 80
+    assert all(w >= max(len(word) for word in cell.split()) for w, cell in zip(widths, fork))  # no word broken
+    assert fit_widths(headers, [fork], 200, shrink=(1, 2, 3, 4, 7)) == [max(len(h), len(c)) for h, c in zip(headers, fork)]
+    stale = ("c0838f4abe00", "/home/user/projects/my_scenarios/lake.py:Lake",
+             "stale (was running; pid 12345 on ip-10-0-12-34.eu-west-1.compute.internal is gone; last tick 3)",
+             "scripted", "run", "1234567", "3", "2026-11-23 12:00")
+    widths = fit_widths(headers, [stale, fork], 80, shrink=(1, 2, 3, 4, 7))
+    assert sum(widths) + len(widths) - 1 <= 80
+    assert widths[0] == 12 and widths[5] == 7 and widths[6] == 5 and widths[7] >= 10  # id, seed, ticks, date kept whole
+    assert fit_widths(headers, [], 80, shrink=(1, 2, 3, 4, 7)) == [len(h) for h in headers]
 
 
 def test_scenarios_lists_fields_and_defaults():

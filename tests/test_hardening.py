@@ -118,6 +118,9 @@ def test_a_device_this_machine_lacks_is_bad_input_before_anything_is_stored(caps
     sweep.write_text(f"scenario: commons\npolicy: llm\nbase: {{fishers: 2, months: 1}}\nseeds: 1\nllm: {{device: '{missing}'}}\n")
     assert_bad(capsys, db, "sweep", str(sweep), says="s.sweep.yaml: bad value for 'llm.device'")
     assert not db.exists()
+    sweep.write_text(sweep.read_text().replace("policy: llm", "policy: scripted"))  # no run needs the model
+    code, out, err = main(capsys, "sweep", str(sweep), "--json", "--db", f"sqlite:///{db}")
+    assert code == 0 and Store(f"sqlite:///{db}").count_runs() == 1, err
 
 
 def test_wildcards_never_resolve_run_ids_and_reading_creates_no_store(capsys, tmp_path, db_url):
