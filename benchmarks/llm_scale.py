@@ -6,12 +6,10 @@ decisions per second by batch size beside the device's physical limits. Writes J
 Sections:
 - `cpu`: the 32-agent fishery tick batched against one call per agent in months 1, 2 and 4, each
   the median ratio of 5 rounds (a round times the batched tick and the calls one by one, back to
-  back, each side first in turn; from
-  decision contract 3 each month adds a line of the fisher's own memory, and a line of the shared
-  history, which a batch forwards once); a
-  mixed-persona tick (two personas of 16: the situation forwarded once, each persona's extension
-  once) against a single-persona one (32); torch threads 1 against 2 on the same tick. Run on
-  every machine.
+  back, each side first in turn; from decision contract 3 each month adds a line of the fisher's
+  own memory, and a line of the shared history, which a batch forwards once); a mixed-persona
+  tick (two personas of 16: the situation forwarded once, each persona's extension once) against a
+  single-persona one (32); torch threads 1 against 2 on the same tick. Run on every machine.
 - `scale`: Number, Choice (4 options) and Text (32 tokens) decisions per second at each batch
   size (default 1, 64, 256, 1,024, 4,096 on CUDA; 1, 16, 64 on a CPU), prompt and generated
   tokens per second, the batched tick against one call per agent on a sample of 16, and each
