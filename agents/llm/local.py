@@ -105,9 +105,9 @@ def device_problem(device: Optional[str]) -> Optional[str]:
         if not torch.cuda.is_available():
             built = "built without CUDA" if torch.version.cuda is None else f"CUDA {torch.version.cuda}, but no GPU is visible"
             return f"this machine has no CUDA device (torch {torch.__version__}: {built})"
-        index = int(device.split(":")[1]) if ":" in device else 0
-        if index >= torch.cuda.device_count():
-            return f"there is no {device}: this machine has {torch.cuda.device_count()} CUDA device(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}"
+        index, count = (int(device.split(":")[1]) if ":" in device else 0), torch.cuda.device_count()
+        if index >= count:
+            return f"there is no {device}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}"
         return None
     if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         return "this machine has no MPS device (Apple silicon)"

@@ -187,7 +187,7 @@ def _render(request: DecisionRequest, system: str, pattern: str, memory_header: 
     own = request.own_context.strip()
     if persona and own:
         own = " " + own
-    memory = (f"{memory_header}\n" if memory_header else "") + f"{request.memory}\n" if request.memory else ""
+    memory = ((f"{memory_header}\n" if memory_header else "") + f"{request.memory}\n") if request.memory else ""
     feedback = f"{request.feedback}\n" if request.feedback else ""
     described = request.space.describe()
     user = pattern.format(
