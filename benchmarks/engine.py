@@ -4,10 +4,13 @@ Measures, all in one run on one machine (ratios only mean something within a run
 - end to end with the SQLite store: agent-steps per second, store bytes per agent-step, peak RSS
   (each case in a fresh subprocess, so peak memory is its own);
 - the tick without the store (`on_tick=None`) against a plain Mesa model written with the same
-  rules (random catches, unit-by-unit rationing, regrowth, per-tick gain and equality), the
-  ratio engine / plain.
+  rules (random catches, unit-by-unit rationing, regrowth, per-tick gain and equality): the
+  ratio engine / plain is the median of paired rounds (each round times both, each side first
+  in turn), with every round's ratio and the best-times ratio kept;
+- the same engine with its harvest asked agent by agent (`observe_batch` off: one
+  DecisionRequest and one Decision per fisher), to show what the columnar path is worth.
 
-    python benchmarks/engine.py [--sizes 1000 10000] [--months 12] [--out benchmarks/results/engine.json]
+    python benchmarks/engine.py [--sizes 1000 10000] [--months 12] [--rounds 5] [--out benchmarks/results/engine.json]
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,27 +60,26 @@ def end_to_end(n: int, months: int) -> dict:
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
-def engine_only(n: int, months: int) -> float:
-    """Seconds for the SocietyModel's ticks with no store (best of 3)."""
+def engine_ticks(n: int, months: int, batched: bool = True) -> float:
+    """Seconds for the SocietyModel's ticks with no store; `batched=False` asks every fisher one by one."""
     from agents.scripted import ScriptedBackend
     from scenarios import get_scenario
     from sim.broker import DecisionBroker
     from sim.config import build_spec
 
     cls = get_scenario("commons")
+    if not batched:
+        cls = type("OneByOne", (cls,), {"observe_batch": lambda self, phase: None})
     spec = build_spec("commons", sets=_sets(n, months), seed=1)
-    best = math.inf
-    for _ in range(3):
-        model = cls(cls.Config.model_validate(spec.config), seed=1, broker=DecisionBroker({"scripted": ScriptedBackend(cls.strategies)}))
-        started = time.perf_counter()
-        while model.running and model.tick < months:
-            model.step()
-        best = min(best, time.perf_counter() - started)
-    return best
+    model = cls(cls.Config.model_validate(spec.config), seed=1, broker=DecisionBroker({"scripted": ScriptedBackend(cls.strategies)}))
+    started = time.perf_counter()
+    while model.running and model.tick < months:
+        model.step()
+    return time.perf_counter() - started
 
 
 def plain_mesa(n: int, months: int) -> float:
-    """Seconds for a plain Mesa model with the same rules (best of 3)."""
+    """Seconds for a plain Mesa model with the same rules."""
     import mesa
 
     from sim.metrics import equality
@@ -125,20 +128,40 @@ def plain_mesa(n: int, months: int) -> float:
             gains = [a.gain for a in self.agents]
             self.metrics = {"gain": sum(gains) / n, "equality": equality(gains), "stock": self.stock}
 
-    best = math.inf
-    for _ in range(3):
-        model = Commons(1)
-        started = time.perf_counter()
-        for _ in range(months):
-            model.step()
-        best = min(best, time.perf_counter() - started)
-    return best
+    model = Commons(1)
+    started = time.perf_counter()
+    for _ in range(months):
+        model.step()
+    return time.perf_counter() - started
+
+
+def tick_rounds(n: int, months: int, rounds: int, repeats: int = 3) -> dict:
+    """Paired rounds of the engine, the plain Mesa model and the one-by-one engine (the first of each
+    round taking turns; each side's time in a round is the best of `repeats` runs), and their ratios:
+    the median of the rounds' ratios, and best time / best time."""
+    sides = {"engine": lambda: engine_ticks(n, months), "plain": lambda: plain_mesa(n, months),
+             "one_by_one": lambda: engine_ticks(n, months, batched=False)}
+    names = list(sides)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(rounds):
+        for name in names[r % 3:] + names[:r % 3]:
+            times[name].append(min(sides[name]() for _ in range(repeats)))
+    ratio = [e / p for e, p in zip(times["engine"], times["plain"])]
+    gain = [o / e for o, e in zip(times["one_by_one"], times["engine"])]
+    best = {k: min(v) for k, v in times.items()}
+    return {"tick_no_store_s": round(best["engine"] / months, 5), "plain_mesa_tick_s": round(best["plain"] / months, 5),
+            "one_by_one_tick_s": round(best["one_by_one"] / months, 5),
+            "engine_vs_plain_mesa": round(statistics.median(ratio), 2),
+            "engine_vs_plain_mesa_rounds": [round(x, 2) for x in ratio],
+            "engine_vs_plain_mesa_best_times": round(best["engine"] / best["plain"], 2),
+            "batched_speedup_over_one_by_one": round(statistics.median(gain), 2)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--months", type=int, default=12)
+    ap.add_argument("--rounds", type=int, default=5, help="paired rounds of the tick timings (median of their ratios)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "engine.json"))
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -150,12 +173,11 @@ def main() -> None:
         proc = subprocess.run([sys.executable, __file__, "--child", str(n), "--months", str(args.months)],
                               capture_output=True, text=True, cwd=ROOT, check=True)
         e2e = json.loads(proc.stdout.strip().splitlines()[-1])
-        eng, plain = engine_only(n, args.months), plain_mesa(n, args.months)
-        case = {**e2e, "tick_no_store_s": round(eng / args.months, 5), "plain_mesa_tick_s": round(plain / args.months, 5),
-                "engine_vs_plain_mesa": round(eng / plain, 2)}
+        case = {**e2e, **tick_rounds(n, args.months, args.rounds)}
         print(json.dumps(case), flush=True)
         cases.append(case)
     out = {"benchmark": "engine", "scenario": "commons (scripted, random strategy)", "months": args.months,
+           "rounds": args.rounds,
            "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine(),
                        "cpus": os.cpu_count()},
            "targets": {"agent_steps_per_s": ">= 20000", "engine_vs_plain_mesa": "<= 2", "store_bytes_per_agent_step": "<= 300"},

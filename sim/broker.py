@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
-from sim.contracts import Decision, DecisionRequest
+from sim.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
 from sim.spaces import SpaceError
 
 
@@ -60,6 +60,58 @@ class DecisionBroker:
             for request, decision in zip(group, answers):
                 out[request.agent_id] = self._checked(request, decision)
         return out
+
+    def decide_columns(self, batch: RequestBatch) -> DecisionColumns:
+        """Resolve a RequestBatch (one backend's requests that share everything but who decides), in its order.
+
+        A backend with `decide_columns(batch)` answers it whole; any other gets the batch's
+        DecisionRequests through `decide_batch`. Every value is checked against the batch's space
+        as `decide` checks it: each distinct value once when the values are of one hashable type
+        and all pass unchanged (the common case), else decision by decision.
+        """
+        backend = self.backends.get(batch.backend)
+        if backend is None:
+            raise KeyError(f"no backend {batch.backend!r}; available: {sorted(self.backends)}")
+        columns = backend.decide_columns(batch) if hasattr(backend, "decide_columns") else None
+        if columns is None:
+            answers = backend.decide_batch(list(batch))
+            if len(answers) != len(batch):
+                raise RuntimeError(f"backend {batch.backend!r} answered {len(answers)} of {len(batch)} requests")
+            columns = DecisionColumns.of(batch.phase, getattr(backend, "name", batch.backend), answers)
+        if len(columns) != len(batch):
+            raise RuntimeError(f"backend {batch.backend!r} answered {len(columns)} of {len(batch)} requests")
+        if self._all_pass(batch, columns.values):
+            return columns
+        values, special = list(columns.values), dict(columns.special)
+        for i in range(len(values)):
+            decision = columns[i]
+            checked = self._checked(batch[i], decision)
+            if checked is not decision:
+                values[i] = checked.value
+                special[i] = checked
+        return DecisionColumns(columns.phase, columns.backend, columns.agent_ids, values, special)
+
+    @staticmethod
+    def _all_pass(batch: RequestBatch, values: Sequence) -> bool:
+        """Whether every value is in the batch's space as it is (same value, same type), checking each distinct one once."""
+        try:
+            kinds = set(map(type, values))
+            if len(kinds) != 1:
+                return False
+            distinct = set(values)
+        except TypeError:  # unhashable values: decision by decision
+            return False
+        kind = kinds.pop()
+        for v in distinct:
+            if v != v:  # NaN: never in a space, and not found again by a set
+                return False
+            try:
+                checked = batch.space.validate(v)
+            except SpaceError:
+                return False
+            if checked != v or type(checked) is not kind:
+                return False
+        return True
 
     @staticmethod
     def _checked(request: DecisionRequest, decision: Decision) -> Decision:

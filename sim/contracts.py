@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from sim.spaces import Space
@@ -123,6 +125,107 @@ class Decision:
     attempts: int = 1
     cached: bool = False
     raw: Optional[str] = None
+
+
+class RequestBatch(Sequence[DecisionRequest]):
+    """A phase's requests that differ only in who decides: a list of DecisionRequests, in columns.
+
+    Every request shares the tick, phase, space, default, observation (read-only), context and
+    question; each agent has its id, strategy, persona and seed. A scenario returns one from
+    `SocietyModel.observe_batch` when that holds (e.g. every scripted fisher at harvest sees the
+    same lake), so that 10,000 decisions cost one request, not 10,000. Indexing or iterating it
+    gives the very DecisionRequests the one-by-one `observe` would have built (each with its own
+    copy of the observation), so any backend can answer it; a backend with `decide_columns`
+    answers it whole.
+    """
+
+    __slots__ = ("tick", "phase", "space", "default", "observation", "agent_ids", "strategies", "personas",
+                 "seeds", "backend", "context", "question")
+
+    def __init__(self, *, tick: int, phase: str, space: Space, default: Any, observation: dict[str, Any],
+                 agent_ids: Sequence[int], strategies: Sequence[Optional[str]], personas: Sequence[str],
+                 seeds: Sequence[int], backend: str = "scripted", context: str = "", question: str = "") -> None:
+        if not len(agent_ids) == len(strategies) == len(personas) == len(seeds):
+            raise ValueError("a RequestBatch needs one id, strategy, persona and seed per agent")
+        self.tick, self.phase, self.space, self.default = tick, phase, space, default
+        self.observation, self.backend, self.context, self.question = observation, backend, context, question
+        self.agent_ids, self.strategies, self.personas = agent_ids, strategies, personas
+        self.seeds = np.asarray(seeds, dtype=np.uint64)  # (numpy: a strategy's `many` draws from them at once)
+        DecisionRequest(agent_id=0, tick=tick, phase=phase, space=space, default=default)  # checks the default once
+
+    def __len__(self) -> int:
+        return len(self.agent_ids)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return DecisionRequest(
+            agent_id=self.agent_ids[i], tick=self.tick, phase=self.phase, space=self.space, default=self.default,
+            backend=self.backend, strategy=self.strategies[i], observation=dict(self.observation), context=self.context,
+            question=self.question, persona=self.personas[i], seed=int(self.seeds[i]),
+        )
+
+    def __iter__(self) -> Iterator[DecisionRequest]:
+        return (self[i] for i in range(len(self)))
+
+
+class DecisionColumns(Sequence[Decision]):
+    """A phase's decisions in columns: `agent_ids[i]` decided `values[i]` (the value in force, a fallback's
+    default included).
+
+    `special` holds, by position, every decision that is more than (agent, phase, value, backend):
+    fallbacks, cached or retried answers, raw text. Indexing gives the Decision itself, so a
+    scenario's `act` reads it as it reads a list; `by_agent()` and the columns are the fast path.
+    """
+
+    __slots__ = ("phase", "backend", "agent_ids", "values", "special")
+
+    def __init__(self, phase: str, backend: str, agent_ids: Sequence[int], values: Sequence[Any],
+                 special: Optional[Mapping[int, Decision]] = None) -> None:
+        self.phase, self.backend, self.agent_ids, self.values = phase, backend, agent_ids, values
+        self.special: dict[int, Decision] = dict(special or {})
+
+    @classmethod
+    def of(cls, phase: str, backend: str, decisions: Sequence[Decision]) -> "DecisionColumns":
+        """Columns of a list of decisions (any decision with more than a value is kept whole)."""
+        special = {i: d for i, d in enumerate(decisions)
+                   if d.fallback or d.cached or d.raw is not None or d.reason is not None or d.attempts != 1
+                   or d.backend != backend or d.phase != phase}
+        return cls(phase, backend, [d.agent_id for d in decisions], [d.value for d in decisions], special)
+
+    def __len__(self) -> int:
+        return len(self.agent_ids)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        d = self.special.get(i if i >= 0 else i + len(self))
+        return d if d is not None else Decision(self.agent_ids[i], self.phase, self.values[i], self.backend)
+
+    def __iter__(self) -> Iterator[Decision]:
+        return (self[i] for i in range(len(self)))
+
+    def take(self, order: Sequence[int]) -> "DecisionColumns":
+        """The decisions at positions `order`, in that order (a shuffle applied to every column)."""
+        ids, values = self.agent_ids, self.values
+        special = self.special
+        moved = {j: special[i] for j, i in enumerate(order) if i in special} if special else None
+        return DecisionColumns(self.phase, self.backend, [ids[i] for i in order], [values[i] for i in order], moved)
+
+    def by_agent(self) -> dict[int, Any]:
+        """agent id -> value in force."""
+        return dict(zip(self.agent_ids, self.values))
+
+    def fallbacks(self) -> list[Decision]:
+        """The decisions replaced by their request's default, in position order."""
+        return [d for _, d in sorted(self.special.items()) if d.fallback]
+
+
+def values_by_agent(decisions: Sequence[Decision]) -> dict[int, Any]:
+    """agent id -> decided value, for a list of decisions or DecisionColumns (its fast path)."""
+    if isinstance(decisions, DecisionColumns):
+        return decisions.by_agent()
+    return {d.agent_id: d.value for d in decisions}
 
 
 @dataclass(frozen=True)

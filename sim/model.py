@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Optional
 
 import mesa
+import numpy as np
 from mesa.agent import AgentSet
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -21,7 +24,7 @@ from agents.memory import Memory
 from agents.scripted import Strategy
 from sim import metrics as social
 from sim.broker import DecisionBroker
-from sim.contracts import CONTRACT, Decision, DecisionRequest, Event
+from sim.contracts import CONTRACT, Decision, DecisionColumns, DecisionRequest, Event, RequestBatch, values_by_agent
 from sim.norms import NormLedger
 from sim.rewards import FeedbackMode, RewardLayer, RewardMode, describe_feedback
 from sim.rng import SeedStream, rng_version
@@ -107,6 +110,68 @@ class AgentStepRecord:
     memory: Optional[dict[str, Any]]  # None: unchanged since the last stored snapshot
 
 
+class StepColumns(Sequence[AgentStepRecord]):
+    """A tick's agent steps in columns, by agent id; indexing or iterating gives the AgentStepRecords.
+
+    Built once per tick for every agent, so it holds columns (ids, backends, payoffs, rewards) and
+    each phase's `agent id -> value` map rather than one object per agent: at 10,000 agents that
+    is most of the cost of recording a tick. `reasons` and `memories` hold only the agents that
+    had a fallback or whose memory changed.
+    """
+
+    __slots__ = ("agent_ids", "backends", "payoffs", "rewards", "actions", "reasons", "memories")
+
+    def __init__(self, agent_ids: Sequence[int], backends: Sequence[str], payoffs: Sequence[float],
+                 rewards: Sequence[float], actions: Sequence[tuple[str, Mapping[int, Any]]],
+                 reasons: Mapping[int, str], memories: Mapping[int, dict[str, Any]]) -> None:
+        self.agent_ids, self.backends, self.payoffs, self.rewards = agent_ids, backends, payoffs, rewards
+        self.actions, self.reasons, self.memories = actions, reasons, memories
+
+    def __len__(self) -> int:
+        return len(self.agent_ids)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        aid = self.agent_ids[i]
+        reason = self.reasons.get(aid)
+        return AgentStepRecord(aid, {p: m[aid] for p, m in self.actions if aid in m}, self.payoffs[i], self.rewards[i],
+                               reason is not None, self.backends[i], reason, self.memories.get(aid))
+
+    def __iter__(self) -> Iterator[AgentStepRecord]:
+        return (self[i] for i in range(len(self)))
+
+    def rows(self, prefix: tuple, encode: Callable[[Any], str]) -> list[tuple]:
+        """One row per agent for the store: `prefix + (agent_id, backend, action JSON, payoff, reward,
+        fallback, reason, memory JSON or None)`; a one-phase tick encodes each distinct action once."""
+        if len(self.actions) != 1:
+            return [prefix + (st.agent_id, st.backend, encode(st.action), st.payoff, st.reward, st.fallback, st.reason,
+                              None if st.memory is None else encode(st.memory)) for st in self]
+        phase, chosen = self.actions[0]
+        reasons, memories = self.reasons, self.memories
+        encoded: dict[Any, str] = {}
+        empty = encode({})
+        rows = []
+        for aid, backend, payoff, reward in zip(self.agent_ids, self.backends, self.payoffs, self.rewards):
+            if aid in chosen:
+                v = chosen[aid]
+                kind = type(v)
+                key = (kind, v, str(v)) if kind is float and v == 0.0 else (kind, v)  # 0.0 and -0.0 are equal keys
+                try:
+                    action = encoded.get(key)
+                    if action is None:
+                        action = encoded[key] = encode({phase: v})
+                except TypeError:  # an unhashable value
+                    action = encode({phase: v})
+            else:
+                action = empty
+            reason = reasons.get(aid)
+            memory = memories.get(aid)
+            rows.append(prefix + (aid, backend, action, payoff, reward, reason is not None, reason,
+                                  None if memory is None else encode(memory)))
+        return rows
+
+
 @dataclass
 class TickRecord:
     """Everything the store commits for one tick, in one transaction."""
@@ -114,14 +179,14 @@ class TickRecord:
     tick: int
     metrics: dict[str, float]
     state: dict[str, Any]
-    steps: list[AgentStepRecord]
+    steps: Sequence[AgentStepRecord]
     events: list[Event]
     status: str = "running"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _by_id(agent: SocietyAgent) -> int:
-    return agent.unique_id
+_by_id = attrgetter("unique_id")
+_policy, _strategy, _persona = attrgetter("policy"), attrgetter("strategy"), attrgetter("persona")
 
 
 class Roster(AgentSet):
@@ -137,13 +202,27 @@ class Roster(AgentSet):
 
     def __init__(self, agents: Iterable[mesa.Agent], random: Any = None) -> None:
         self._snapshot: Optional[tuple[mesa.Agent, ...]] = None
+        self._index: Optional[tuple[tuple[mesa.Agent, ...], tuple[mesa.Agent, ...], dict[int, mesa.Agent]]] = None
         super().__init__(agents, random=random)
 
     def __iter__(self) -> Iterator[mesa.Agent]:
+        return iter(self.snapshot())
+
+    def snapshot(self) -> tuple[mesa.Agent, ...]:
+        """The agents in the set's order, as a tuple (rebuilt only when the set changes)."""
         snap = self._snapshot
         if snap is None:
             snap = self._snapshot = tuple(self._agents.keys())
-        return iter(snap)
+        return snap
+
+    def by_id(self) -> tuple[tuple[mesa.Agent, ...], dict[int, mesa.Agent]]:
+        """The agents sorted by unique_id, and unique_id -> agent (rebuilt only when the set changes)."""
+        snap = self.snapshot()
+        index = self._index
+        if index is None or index[0] is not snap:
+            ordered = tuple(sorted(snap, key=_by_id))
+            index = self._index = (snap, ordered, {a.unique_id: a for a in ordered})
+        return index[1], index[2]
 
     def add(self, agent: mesa.Agent) -> None:
         super().add(agent)
@@ -172,6 +251,7 @@ class Roster(AgentSet):
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         self._snapshot = None
+        self._index = None
 
     def __copy__(self) -> AgentSet:
         """A plain AgentSet of the same agents (`select()` with no filter copies): a copy keeps no
@@ -220,6 +300,7 @@ class SocietyModel(mesa.Model):
         self.last_metrics: dict[str, float] = {}
         self.last_record: Optional[TickRecord] = None
         self.fallbacks = 0  # fallback decisions so far (records are handed to the store, not kept)
+        self._batch_ids: Optional[tuple[Any, list[Any], Any]] = None  # batch_request's agents, their ids and seed keys
         self._add_referenced_strategies()
         self.setup()
         self.perolat = social.PerolatTracker(len(self.agents))
@@ -237,6 +318,16 @@ class SocietyModel(mesa.Model):
 
     def observe(self, agent: SocietyAgent, phase: str) -> Optional[DecisionRequest]:
         """The agent's request for this phase, or None when it has nothing to decide."""
+        return None
+
+    def observe_batch(self, phase: str) -> Optional[RequestBatch]:
+        """This phase's requests as one RequestBatch, or None (the default): ask `observe` agent by agent.
+
+        Optional, for speed at scale: return a batch only when the phase's requests differ in
+        nothing but who decides, and it must hold exactly the requests `observe` would give, in
+        the same order (see `batch_request`). The decisions are then made, checked, shuffled and
+        recorded in columns.
+        """
         return None
 
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:
@@ -343,6 +434,29 @@ class SocietyModel(mesa.Model):
             seed=self.seeds.seed_for(self.tick, agent.unique_id, phase), own_context=own_context,
         )
 
+    def batch_request(self, agents: Sequence[SocietyAgent], phase: str, space: Space, default: Any,
+                      observation: dict[str, Any], question: str) -> RequestBatch:
+        """The RequestBatch equal to `request(a, phase, space, default, observation, "", question)` for each agent.
+
+        For agents of one policy whose requests carry no prompt text (scripted ones): an LLM
+        agent's request has its own memory and feedback, so it is never batched.
+        """
+        policies = set(map(_policy, agents))
+        if len(policies) > 1 or "llm" in policies:
+            raise ValueError(f"a batch holds agents of one non-LLM policy, not {sorted(policies)}")
+        cached = self._batch_ids
+        if cached is None or cached[0] is not agents or type(agents) is not tuple:  # the same tuple of agents: the same ids
+            ids = list(map(_by_id, agents))
+            numeric = bool(ids) and set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < 1 << 62
+            cached = self._batch_ids = (agents, ids, np.asarray(ids, dtype=np.uint64) if numeric else ids)
+        _, ids, keys = cached
+        return RequestBatch(
+            tick=self.tick, phase=phase, space=space, default=default, observation=observation, agent_ids=ids,
+            strategies=list(map(_strategy, agents)), personas=list(map(_persona, agents)),
+            seeds=self.seeds.seeds_for_many(self.tick, keys, phase), backend=policies.pop() if policies else "scripted",
+            question=question,
+        )
+
     def emit(self, kind: str, actor: Optional[int] = None, target: Optional[int] = None, **data: Any) -> Event:
         event = Event(kind=kind, actor=actor, target=target, data=data)
         self.events.append(event)
@@ -374,14 +488,19 @@ class SocietyModel(mesa.Model):
     def _tick(self) -> None:
         self.events = []
         self.update()
-        taken: dict[int, dict[str, Decision]] = {}
+        taken: list[tuple[str, Sequence[Decision]]] = []  # each phase's decisions, in request order
         for phase in self.phases():
-            requests = [r for a in self.agents if (r := self.observe(a, phase)) is not None]
-            decisions = self.broker.decide(requests) if requests else {}
-            ordered = [decisions[r.agent_id] for r in requests]
-            self.random.shuffle(ordered)
-            for d in ordered:
-                taken.setdefault(d.agent_id, {})[phase] = d
+            batch = self.observe_batch(phase)
+            if batch is not None:
+                decided: Sequence[Decision] = self.broker.decide_columns(batch) if len(batch) else []
+            else:
+                requests = [r for a in self.agents if (r := self.observe(a, phase)) is not None]
+                by_agent = self.broker.decide(requests) if requests else {}
+                decided = [by_agent[r.agent_id] for r in requests]
+            order = list(range(len(decided)))
+            self.random.shuffle(order)  # the same draws as shuffling the decisions themselves
+            ordered = decided.take(order) if isinstance(decided, DecisionColumns) else [decided[i] for i in order]
+            taken.append((phase, decided))
             self.act(phase, ordered)
             if not self.running and self.status != "running":
                 break
@@ -399,32 +518,41 @@ class SocietyModel(mesa.Model):
         layer = self.reward_layer
         for agent in self.agents:
             aid = agent.unique_id
-            agent.last_payoff = payoffs.get(aid, 0.0)
-            agent.total_payoff += agent.last_payoff
+            agent.last_payoff = paid = payoffs.get(aid, 0.0)
+            agent.total_payoff += paid
             agent.last_reward = rewards.get(aid, 0.0)
             if agent.policy == "llm":  # feedback is prompt text: only LLM agents read it
                 agent.feedback = layer.feedback_for(aid, rewards, metrics)
         self.after_reward(rewards)
-        steps = []
-        for agent in sorted(self.agents, key=_by_id):
-            aid = agent.unique_id
-            mine = taken.get(aid)
-            memory = None
-            if agent.memory.version != agent.stored_memory_version:
-                memory = agent.memory.snapshot()
-                agent.stored_memory_version = agent.memory.version
-            if mine is None:
-                steps.append(AgentStepRecord(aid, {}, payoffs.get(aid, 0.0), rewards.get(aid, 0.0), False,
-                                             agent.policy, None, memory))
-                continue
-            fell = [d for d in mine.values() if d.fallback]
-            if fell:
-                self.fallbacks += 1
-            steps.append(AgentStepRecord(
-                aid, {p: d.value for p, d in mine.items()}, payoffs.get(aid, 0.0), rewards.get(aid, 0.0), bool(fell),
-                agent.policy, "; ".join([f"{d.phase}: {d.reason}" for d in fell]) if fell else None, memory,
-            ))
-        record = TickRecord(self.tick, metrics, self.state(), steps, list(self.events), self.status)
+        record = TickRecord(self.tick, metrics, self.state(), self._steps(taken, payoffs, rewards), list(self.events),
+                            self.status)
         self.last_record = record
         if self.on_tick is not None:
             self.on_tick(record)
+
+    def _steps(self, taken: Sequence[tuple[str, Sequence[Decision]]], payoffs: Mapping[int, float],
+               rewards: Mapping[int, float]) -> StepColumns:
+        """The tick's agent steps (the agents present now, by id): decisions by phase, payoff, reward,
+        fallbacks with their reasons, and each memory snapshot that changed since it was last stored."""
+        agents, present = self._all_agents.by_id() if isinstance(self._all_agents, Roster) else _sorted_index(self.agents)
+        ids = list(map(_by_id, agents))
+        fell: dict[int, list[str]] = {}
+        for _, decided in taken:
+            for d in decided.fallbacks() if isinstance(decided, DecisionColumns) else [d for d in decided if d.fallback]:
+                if d.agent_id in present:
+                    fell.setdefault(d.agent_id, []).append(f"{d.phase}: {d.reason}")
+        self.fallbacks += len(fell)
+        memories: dict[int, dict[str, Any]] = {}
+        for agent in [a for a in agents if a.memory.version != a.stored_memory_version]:
+            memories[agent.unique_id] = agent.memory.snapshot()
+            agent.stored_memory_version = agent.memory.version
+        return StepColumns(
+            ids, list(map(_policy, agents)), list(map(payoffs.get, ids, repeat(0.0))),
+            list(map(rewards.get, ids, repeat(0.0))), [(phase, values_by_agent(decided)) for phase, decided in taken],
+            {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
+        )
+
+
+def _sorted_index(agents: Iterable[SocietyAgent]) -> tuple[tuple[SocietyAgent, ...], dict[int, SocietyAgent]]:
+    ordered = tuple(sorted(agents, key=_by_id))
+    return ordered, {a.unique_id: a for a in ordered}

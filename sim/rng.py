@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from sim.contracts import derive_seed
 
@@ -64,6 +67,65 @@ class SeedStream:
                 self._bases.clear()
             base = self._bases[key] = derive_seed(self.seed, tick, phase)
         return _mix64((base + (agent_id + 1) * _GOLDEN) & _M64) >> 1
+
+    def seeds_for_many(self, tick: int, agent_ids: Sequence[Any], phase: str) -> np.ndarray:
+        """`seed_for(tick, a, phase)` for every agent id at once, as uint64 (equal to the one-by-one seeds).
+
+        Version 2 with non-negative int ids (or a uint64 array of them) is computed in numpy (~0.02 µs
+        an agent instead of ~0.6); anything else goes one by one.
+        """
+        n = len(agent_ids)
+        ids = agent_ids if isinstance(agent_ids, np.ndarray) and agent_ids.dtype == np.uint64 else None
+        if ids is None and n and set(map(type, agent_ids)) == {int} and min(agent_ids) >= 0 and max(agent_ids) < 1 << 62:
+            ids = np.fromiter(agent_ids, dtype=np.uint64, count=n)
+        if self.version != 1 and ids is not None:
+            self.seed_for(tick, 0, phase)  # caches the (tick, phase) base
+            base = np.uint64(self._bases[(tick, phase)])
+            return mix64_array((ids + np.uint64(1)) * _GOLDEN_U + base) >> np.uint64(1)
+        return np.fromiter((self.seed_for(tick, int(a) if ids is not None else a, phase) for a in agent_ids),
+                           dtype=np.uint64, count=n)
+
+
+_GOLDEN_U = np.uint64(_GOLDEN)
+
+
+def mix64_array(z: np.ndarray) -> np.ndarray:
+    """`_mix64` of every element of a uint64 array (numpy's uint64 arithmetic wraps modulo 2**64, as `& _M64` does)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def randbelow_many(seeds: np.ndarray, n: int) -> list[int]:
+    """`CounterRandom(s).randrange(n)` for every seed `s` (the stream's first draw, with its rejections), at once.
+
+    `randint(a, b)` is `a + randbelow_many(seeds, b - a + 1)`. Identical to the one-by-one draws:
+    `random.Random._randbelow_with_getrandbits` takes `getrandbits(n.bit_length())` until it is
+    below n, and the i-th `getrandbits(k)` of a stream is `_mix64(seed + i × golden) >> (64 - k)`.
+    """
+    if n < 1:
+        raise ValueError("empty range for randrange()")
+    if n.bit_length() > 64:  # beyond the fast path of getrandbits: one by one
+        return [CounterRandom(int(s))._randbelow(n) for s in seeds.tolist()]
+    return randbelow_array(seeds, n).tolist()
+
+
+def randbelow_array(seeds: np.ndarray, n: int) -> np.ndarray:
+    """`randbelow_many` as a uint64 array, for 1 <= n < 2**64."""
+    k = n.bit_length()
+    if not 1 <= k <= 64:
+        raise ValueError(f"randbelow_array needs 1 <= n < 2**64, not {n}")
+    state = seeds.astype(np.uint64, copy=True)
+    out = np.empty(len(state), dtype=np.uint64)
+    todo = np.arange(len(state))
+    shift, limit = np.uint64(64 - k), np.uint64(n)
+    while todo.size:
+        state[todo] += _GOLDEN_U
+        r = mix64_array(state[todo]) >> shift
+        ok = r < limit
+        out[todo[ok]] = r[ok]
+        todo = todo[~ok]
+    return out
 
 
 class CounterRandom(random.Random):

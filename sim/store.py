@@ -27,7 +27,7 @@ from sqlmodel import Field, Session, SQLModel, create_engine, select
 
 from sim.errors import UsageError
 from sim.interrupts import shielded
-from sim.model import TickRecord
+from sim.model import StepColumns, TickRecord
 
 RUN_STATUSES = ("running", "finished", "failed", "collapsed", "stopped")  # stopped: ended on request before its horizon
 
@@ -329,9 +329,11 @@ class Store:
         through the ORM: a tick of 10,000 agents costs milliseconds, not seconds.
         """
         t = record.tick
-        steps = [{"run_id": run_id, "tick": t, "agent_id": st.agent_id, "backend": st.backend, "action": st.action,
-                  "payoff": st.payoff, "reward": st.reward, "fallback": st.fallback, "reason": st.reason,
-                  "memory": st.memory} for st in record.steps]
+        if isinstance(record.steps, StepColumns):
+            steps = record.steps.rows((run_id, t), dumps)
+        else:
+            steps = [(run_id, t, st.agent_id, st.backend, dumps(st.action), st.payoff, st.reward, st.fallback, st.reason,
+                      None if st.memory is None else dumps(st.memory)) for st in record.steps]
         events = [{"run_id": run_id, "tick": t, "kind": ev.kind, "actor": ev.actor, "target": ev.target, "data": ev.data}
                   for ev in record.events]
         calls = [{"run_id": run_id, **c} for c in llm_calls]
@@ -340,9 +342,7 @@ class Store:
                                                    "state": record.state, "duration_s": duration_s}])
             if steps:
                 # the big table: straight to the driver's executemany with JSON already encoded
-                conn.exec_driver_sql(self._steps_sql, [
-                    (run_id, t, s["agent_id"], s["backend"], dumps(s["action"]), s["payoff"], s["reward"], s["fallback"],
-                     s["reason"], None if s["memory"] is None else dumps(s["memory"])) for s in steps])
+                conn.exec_driver_sql(self._steps_sql, steps)
             if events:
                 conn.execute(insert(EventRow.__table__), events)
             if calls:

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Optional
 
 from pydantic import Field, model_validator
 
 from agents.base import SocietyAgent
-from sim.contracts import Decision, DecisionRequest
+from sim.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
 from sim.metrics import equality
 from sim.model import PopulationGroup, ScenarioConfig, SocietyModel
 from sim.spaces import Choice, Number, Text
@@ -133,6 +134,7 @@ class CommonsModel(SocietyModel):
                 raise ValueError(f"unknown commons strategy {strategy!r}; valid: {sorted(self.strategies)}")
             Fisher(self, policy, strategy, persona)
         self._listeners = any(f.remembers for f in self.agents)  # a fishery of scripted fishers keeps no history
+        self._scripted = all(f.policy == "scripted" for f in self.agents)  # then a harvest is one RequestBatch
 
     def _plan(self) -> list[tuple[str, str, str]]:
         """(policy, strategy, persona) per fisher; a disposition fills in the persona and the default strategy."""
@@ -258,6 +260,13 @@ class CommonsModel(SocietyModel):
             default = "none"
         return self._request(agent, phase, space, default, obs, question, own_extra=belief)
 
+    def observe_batch(self, phase: str) -> Optional[RequestBatch]:
+        """At harvest every scripted fisher sees the same lake: one batch (the requests `observe` gives)."""
+        if phase != "harvest" or not self._scripted:
+            return None
+        return self.batch_request(self._all_agents.snapshot(), phase, self._harvest_space(), 0.0, self._obs_base(),
+                                  self._question(phase))
+
     def _request(self, agent: Fisher, phase: str, space: Any, default: Any, obs: dict, question: str,
                  shared_extra: str = "", own_extra: str = "") -> DecisionRequest:
         """The request, with prompt text (shared situation, then the fisher's own) for LLM fishers only."""
@@ -345,25 +354,36 @@ class CommonsModel(SocietyModel):
         self._tell("observation", f"The vote {outcome}.")
 
     def _act_harvest(self, decisions: Sequence[Decision]) -> None:
-        demand = {d.agent_id: float(d.value) for d in decisions}
+        if isinstance(decisions, DecisionColumns):
+            demand = dict(zip(decisions.agent_ids, map(float, decisions.values)))
+        else:
+            demand = {d.agent_id: float(d.value) for d in decisions}
         caught = self._ration(demand)
         share = self.stock * (1 - 1 / self.config.regrowth) / len(self.agents)
-        fishers = {f.unique_id: f for f in self.agents}
-        for aid, amount in caught.items():
-            f = fishers[aid]
-            f.catch = amount
-            f.gain += amount
-            self.actions += 1
-            self.over_actions += demand[aid] > share + 1e-9
-            if self.norm is not None:
-                if amount > self.norm + 1e-9:
+        _, fishers = self._all_agents.by_id()
+        self.actions += len(caught)
+        over = share + 1e-9
+        self.over_actions += sum([demand[aid] > over for aid in caught])
+        norm, c = self.norm, self.config
+        if norm is None:
+            for aid, amount in caught.items():
+                f = fishers[aid]
+                f.catch = amount
+                f.gain += amount
+        else:
+            monitoring = c.monitoring_cost if c.sanctions else 0.0
+            for aid, amount in caught.items():
+                f = fishers[aid]
+                f.catch = amount
+                f.gain += amount
+                if amount > norm + 1e-9:
                     f.violations += 1
-                    self.norms.violation(aid, NORM, catch=amount, limit=self.norm, count=f.violations)
+                    self.norms.violation(aid, NORM, catch=amount, limit=norm, count=f.violations)
                 else:
-                    self.norms.compliance(aid, NORM, catch=amount, limit=self.norm)
-            if self.norm is not None and self.config.sanctions and self.config.monitoring_cost:
-                f.costs += self.config.monitoring_cost
-                self.monitoring_total += self.config.monitoring_cost
+                    self.norms.compliance(aid, NORM, catch=amount, limit=norm)
+                if monitoring:
+                    f.costs += monitoring
+                    self.monitoring_total += monitoring
         total = sum(caught.values())
         self.stock -= total
         rationed = {str(a): v for a, v in caught.items() if v != demand[a]}
@@ -374,9 +394,10 @@ class CommonsModel(SocietyModel):
             public = ""
         else:
             public = f"; all fishers caught {total:g}; {self.stock:g} tons were left"
-        for f in self.agents:
-            if f.remembers:
-                f.remember(self.tick, "observation", f"I caught {f.catch:g} tons{public}.")
+        if self._listeners:  # (no fisher keeps a memory in an all-scripted fishery)
+            for f in self.agents:
+                if f.remembers:
+                    f.remember(self.tick, "observation", f"I caught {f.catch:g} tons{public}.")
         self.last_catches = dict(caught)
         if self.stock < self.config.collapse_below:
             self.end("collapsed", f"stock fell to {self.stock:g} tons in month {self.tick}")
@@ -511,9 +532,7 @@ class CommonsModel(SocietyModel):
 
     def state(self) -> dict[str, Any]:
         """Small on purpose: per-fisher catches live in agent_steps; strategies are counted."""
-        counts: dict[str, int] = {}
-        for f in self.agents:
-            counts[f.strategy or f.policy] = counts.get(f.strategy or f.policy, 0) + 1
+        counts = Counter([f.strategy or f.policy for f in self.agents])
         state = {"stock_start": self.stock_start, "stock": self.stock, "norm": self.norm, "strategies": dict(sorted(counts.items()))}
         if self.history:  # contract 3: what every LLM fisher saw (their memories hold only their own)
             state["history"] = self.history.snapshot()

@@ -4,6 +4,10 @@ Each strategy answers every phase of the fishery (talk, propose, vote, harvest, 
 from the request's observation alone. A fisher proposes the limit its strategy would catch
 (or, once, a belief copied from a peer by social learning) and votes for the proposal
 closest to its own.
+
+The strategies answer a harvest RequestBatch in columns (agents.scripted): those that never draw
+read the observation alone (`observation_only`), and `random` draws every fisher's catch at once
+from the request seeds (`many`), equal to its one-by-one draws.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ import math
 import random
 from collections.abc import Callable
 
+import numpy as np
+
 from sim.contracts import DecisionRequest
+from sim.rng import randbelow_array, randbelow_many
 
 Intent = Callable[[dict, random.Random], float]
 
@@ -69,7 +76,21 @@ def _strategy(name: str):
         raise ValueError(f"strategy {name!r} has no answer for phase {request.phase!r}")
 
     decide.__name__ = name
+    if name == "random":
+        decide.many = _random_harvests
+    else:
+        decide.observation_only = True  # no draw, and nothing of the agent's own: one answer serves all
     return decide
+
+
+def _random_harvests(obs: dict, phase: str, seeds) -> list[float] | None:
+    """`random`'s harvest for each request seed at once: randint(0, stock // fishers) as CounterRandom draws it."""
+    if phase != "harvest":
+        return None
+    cap, top = math.floor(obs["stock"]), math.floor(obs["stock"] / obs["fishers"])
+    if 0 <= top <= cap < 1 << 53:  # always, with fishers >= 1: min(float(x), cap) is float(x)
+        return randbelow_array(seeds, top + 1).astype(np.float64).tolist()
+    return [min(float(x), cap) for x in randbelow_many(seeds, top + 1)]
 
 
 STRATEGIES = {name: _strategy(name) for name in INTENTS}
