@@ -5,6 +5,7 @@ Bad input exits with code 2 and one line on stderr naming the problem; nothing i
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -34,10 +35,16 @@ def _db(url: Optional[str]) -> str:
 
 
 def _store(url: Optional[str], *, create: bool = True):
-    """The store at `url`; read-only commands pass create=False so that reading never creates one."""
+    """The store at `url`; read-only commands pass create=False so that reading never creates one.
+
+    It is closed when the command exits (however it exits, short of SIGKILL): SQLite then folds its
+    write-ahead log into the file, so a user who copies `runs.db` alone after a run copies all of it.
+    """
     from sim.store import Store
 
-    return Store(_db(url), create=create)
+    store = Store(_db(url), create=create)
+    atexit.register(store.close)
+    return store
 
 
 def _version(value: bool) -> None:

@@ -366,6 +366,11 @@ class Store:
             s.add(run)
             s.commit()
 
+    def close(self) -> None:
+        """Close the store's connections. On SQLite the last connection to close folds the write-ahead
+        log into the database file, so that `runs.db` alone holds every committed tick."""
+        self.engine.dispose()
+
     def delete_run(self, run_id: str) -> bool:
         """Delete a run and every row that belongs to it (ticks, steps, events, LLM calls) in one transaction.
 

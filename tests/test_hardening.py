@@ -228,6 +228,29 @@ def test_a_reader_in_another_process_never_loses_a_running_writers_commits(tmp_p
     assert len(Store(f"sqlite:///{db}").ticks(run.id)) == months
 
 
+def test_after_a_command_the_database_file_alone_holds_every_commit(tmp_path):
+    """The CLI closes its store at exit, so SQLite folds the write-ahead log into runs.db: a copy of
+    that one file (what a user mails or uploads) has the whole run, and no -wal file is left."""
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "runs.db"
+    proc = cli("run", "commons", "--policy", "scripted", "--set", "months=7", "--set", "fishers=20", "--json",
+               db=f"sqlite:///{db}")
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout)["run_id"]
+    wal = tmp_path / "runs.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    (tmp_path / "copy").mkdir()
+    shutil.copy(db, tmp_path / "copy" / "runs.db")
+    con = sqlite3.connect(tmp_path / "copy" / "runs.db")
+    assert con.execute("SELECT status, ticks FROM runs WHERE id = ?", (run_id,)).fetchone() == ("finished", 7)
+    assert con.execute("SELECT count(*) FROM agent_steps WHERE run_id = ?", (run_id,)).fetchone() == (140,)
+    con.close()
+    assert cli("show", run_id, "--json", db=f"sqlite:///{db}").returncode == 0  # a reading command leaves it whole too
+    assert not wal.exists() or wal.stat().st_size == 0
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_and_sighup_store_the_run_as_interrupted(db_url, sig, code):
     proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "run", "commons", "--set", "months=100000",
