@@ -5,26 +5,52 @@ A strategy is a function `(request, rng) -> value` that reads only the request's
 not depend on which other requests share the batch.
 
 A RequestBatch (10,000 fishers at harvest, all seeing the same lake) is answered in columns
-when a strategy says how, with either attribute:
-- `observation_only = True`: its answer reads the observation and phase alone (no draw, not the
-  agent): asked once for the whole group;
-- `many(observation, phase, seeds) -> list | None`: the answers for these request seeds at once
-  (e.g. vectorised counter draws, `sim.rng.randbelow_many`), equal to asking one by one; None
-  where it has no columnar answer (that phase is asked one by one).
-Any other strategy is asked agent by agent, exactly as `decide_batch` asks it.
+where a strategy has been marked with a columnar form:
+- `@observation_only`: its answer reads the observation and phase alone (no draw, nothing of the
+  agent's own, no side effect): asked once for the whole group;
+- `@answers_many(many)`: `many(observation, phase, seeds) -> list | None` gives the answers for
+  these request seeds at once (e.g. vectorised counter draws, `sim.rng.randbelow_many`), equal to
+  asking one by one; None where it has no columnar answer (that phase is asked one by one).
+The marks are kept beside the function, not on it, so a wrapper (`functools.wraps` copies a
+function's attributes) is not taken for the function it wraps. Every other strategy is asked
+agent by agent, in the batch's order, exactly as `decide_batch` asks it.
 """
 
 from __future__ import annotations
 
 import random
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Optional, TypeVar
 
 from sim.broker import fallback_decision
 from sim.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
 from sim.rng import RNG_VERSION, rng_version, strategy_rng_class
 
 Strategy = Callable[[DecisionRequest, random.Random], Any]
+Many = Callable[[dict, str, Any], Optional[list]]
+S = TypeVar("S", bound=Callable[..., Any])
+
+_OBSERVATION_ONLY: "weakref.WeakSet[Callable[..., Any]]" = weakref.WeakSet()
+_MANY: "weakref.WeakKeyDictionary[Callable[..., Any], Many]" = weakref.WeakKeyDictionary()
+
+
+def observation_only(strategy: S) -> S:
+    """Mark a strategy whose answer reads the observation and phase alone: it never draws, reads
+    nothing of the agent's own and has no side effect, so one call answers every agent of a batch."""
+    _OBSERVATION_ONLY.add(strategy)
+    return strategy
+
+
+def answers_many(many: Many) -> Callable[[S], S]:
+    """Give a strategy a columnar form: `many(observation, phase, seeds)` returns its answers for
+    all these request seeds (a uint64 array) at once, equal to calling it once per request, or
+    None for a phase it has no columnar answer for."""
+    def mark(strategy: S) -> S:
+        _MANY[strategy] = many
+        return strategy
+
+    return mark
 
 
 class ScriptedBackend:
@@ -62,43 +88,48 @@ class ScriptedBackend:
         return out
 
     def decide_columns(self, batch: RequestBatch) -> DecisionColumns:
-        """Answer a RequestBatch, strategy by strategy: in columns where the strategy says how (see the
-        module's docstring), else request by request. The answers equal `decide_batch(list(batch))`'s."""
+        """Answer a RequestBatch: each group of agents whose strategy has a columnar form at once,
+        every other agent one by one in the batch's order, as `decide_batch(list(batch))` would."""
         n = len(batch)
         values: list[Any] = [None] * n
         special: dict[int, Decision] = {}
         names = batch.strategies
         first = names[0] if n else None
         if all(s == first for s in names) if n < 64 else len(set(names)) == 1:
-            groups = {first: range(n)}
+            groups: dict[Any, Sequence[int]] = {first: range(n)}
         else:
             groups = {}
             for i, name in enumerate(names):
                 groups.setdefault(name, []).append(i)
         make_rng = strategy_rng_class(self.rng)
+        rest: list[int] = []  # positions asked one by one
         for name, idx in groups.items():
             strategy = self._strategy(name)
-            if strategy is None:
-                for i in idx:
-                    special[i] = fallback_decision(batch[i], self.name, f"unknown strategy {name!r}")
-                    values[i] = batch.default
-                continue
             got = None
-            if self.rng != 1:  # columnar answers draw as CounterRandom does; version-1 runs draw one by one
-                many = getattr(strategy, "many", None)
-                if many is not None:
-                    seeds = batch.seeds if isinstance(idx, range) else batch.seeds[idx]
-                    got = many(batch.observation, batch.phase, seeds)
+            if strategy is not None:
+                many = _MANY.get(strategy)
+                if many is not None and self.rng != 1:  # columnar draws are CounterRandom's; version-1 runs draw one by one
+                    got = many(batch.observation, batch.phase, batch.seeds if isinstance(idx, range) else batch.seeds[idx])
                     if got is not None and len(got) != len(idx):
                         raise RuntimeError(f"strategy {name!r} answered {len(got)} of {len(idx)} requests")
-            if got is None and getattr(strategy, "observation_only", False):
-                i = idx[0]
-                got = [strategy(batch[i], make_rng(int(batch.seeds[i])))] * len(idx)
+                if got is None and strategy in _OBSERVATION_ONLY:
+                    i = idx[0]
+                    got = [strategy(batch[i], make_rng(int(batch.seeds[i])))] * len(idx)
             if got is None:
-                got = [strategy(batch[i], make_rng(int(batch.seeds[i]))) for i in idx]
-            if isinstance(idx, range):
+                rest.extend(idx)
+            elif isinstance(idx, range):
                 values = list(got)
             else:
                 for i, v in zip(idx, got):
                     values[i] = v
+        if rest:
+            rest.sort()  # in the batch's order, as decide_batch calls them (a strategy may keep state)
+            for i in rest:
+                request = batch[i]
+                strategy = self._strategy(request.strategy)
+                if strategy is None:
+                    special[i] = fallback_decision(request, self.name, f"unknown strategy {request.strategy!r}")
+                    values[i] = request.default
+                else:
+                    values[i] = strategy(request, make_rng(request.seed))
         return DecisionColumns(batch.phase, self.name, batch.agent_ids, values, special)

@@ -64,15 +64,17 @@ class DecisionBroker:
     def decide_columns(self, batch: RequestBatch) -> DecisionColumns:
         """Resolve a RequestBatch (one backend's requests that share everything but who decides), in its order.
 
-        A backend with `decide_columns(batch)` answers it whole; any other gets the batch's
-        DecisionRequests through `decide_batch`. Every value is checked against the batch's space
+        A backend with `decide_columns(batch)` answers it whole, unless its `decide_batch` was
+        replaced below it (a subclass's or an instance's own, which must be the one asked); any
+        other gets the batch's DecisionRequests through `decide_batch`. Every value is checked against the batch's space
         as `decide` checks it: each distinct value once when the values are of one hashable type
         and all pass unchanged (the common case), else decision by decision.
         """
         backend = self.backends.get(batch.backend)
         if backend is None:
             raise KeyError(f"no backend {batch.backend!r}; available: {sorted(self.backends)}")
-        columns = backend.decide_columns(batch) if hasattr(backend, "decide_columns") else None
+        answer = _columns_of(backend)
+        columns = answer(batch) if answer is not None else None
         if columns is None:
             answers = backend.decide_batch(list(batch))
             if len(answers) != len(batch):
@@ -120,3 +122,23 @@ class DecisionBroker:
         except SpaceError as exc:
             return fallback_decision(request, decision.backend, f"invalid: {exc}", decision.attempts, decision.raw)
         return decision if value == decision.value and type(value) is type(decision.value) else replace(decision, value=value)
+
+
+def _columns_of(backend: object):
+    """The backend's `decide_columns`, if it has one and it answers for the `decide_batch` in force:
+    defined on the class that defines `decide_batch` or below it, and `decide_batch` not replaced on
+    the instance."""
+    answer = getattr(backend, "decide_columns", None)
+    if not callable(answer):
+        return None
+    own = getattr(backend, "__dict__", {})
+    if "decide_columns" in own:
+        return answer
+    if "decide_batch" in own:
+        return None
+    mro = type(backend).__mro__
+    columns_at = next((c for c in mro if "decide_columns" in vars(c)), None)
+    batch_at = next((c for c in mro if "decide_batch" in vars(c)), None)
+    if columns_at is None or (batch_at is not None and not issubclass(columns_at, batch_at)):
+        return None
+    return answer

@@ -21,10 +21,12 @@ def gini(values: Sequence[float]) -> float:
     From 256 values on it runs in numpy, to the same bits: the sort is the same and the sums are
     running sums (`cumsum` adds left to right, as Python 3.11's `sum` of floats does).
     """
-    if not hasattr(values, "__len__"):
+    if not isinstance(values, (list, tuple, np.ndarray)):
         values = list(values)
     if len(values) >= 256:
-        return _gini_array(np.asarray(values, dtype=np.float64))
+        if isinstance(values, np.ndarray) and values.dtype == np.float64:
+            return _gini_array(values)
+        return _gini_array(np.fromiter(map(float, values), dtype=np.float64, count=len(values)))  # float() as below
     xs = sorted(float(v) for v in values)
     if not xs:
         return 0.0

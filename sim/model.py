@@ -110,6 +110,9 @@ class AgentStepRecord:
     memory: Optional[dict[str, Any]]  # None: unchanged since the last stored snapshot
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})  # values equal only when their JSON is (but 0.0 / -0.0)
+
+
 class StepColumns(Sequence[AgentStepRecord]):
     """A tick's agent steps in columns, by agent id; indexing or iterating gives the AgentStepRecords.
 
@@ -156,12 +159,12 @@ class StepColumns(Sequence[AgentStepRecord]):
             if aid in chosen:
                 v = chosen[aid]
                 kind = type(v)
-                key = (kind, v, str(v)) if kind is float and v == 0.0 else (kind, v)  # 0.0 and -0.0 are equal keys
-                try:
+                if kind in _PLAIN:  # one encoding per value (and 0.0 / -0.0, equal keys, apart)
+                    key = (kind, v, str(v)) if kind is float and v == 0.0 else (kind, v)
                     action = encoded.get(key)
                     if action is None:
                         action = encoded[key] = encode({phase: v})
-                except TypeError:  # an unhashable value
+                else:
                     action = encode({phase: v})
             else:
                 action = empty

@@ -47,6 +47,11 @@ DISPOSITIONS = {  # disposition -> (persona of LLM fishers, strategy of scripted
 }
 
 
+#: the methods a harvest RequestBatch stands in for (see CommonsModel.observe_batch)
+_REQUESTS_AND_ACTS = ("observe", "_request", "request", "_obs_base", "_harvest_space", "_question", "act",
+                      "_act_harvest", "batch_request")
+
+
 class CommonsConfig(ScenarioConfig):
     """Config of the fishery; every field can be set with `--set key=value`."""
 
@@ -134,7 +139,10 @@ class CommonsModel(SocietyModel):
                 raise ValueError(f"unknown commons strategy {strategy!r}; valid: {sorted(self.strategies)}")
             Fisher(self, policy, strategy, persona)
         self._listeners = any(f.remembers for f in self.agents)  # a fishery of scripted fishers keeps no history
-        self._scripted = all(f.policy == "scripted" for f in self.agents)  # then a harvest is one RequestBatch
+        # a harvest is one RequestBatch when every fisher is scripted and a subclass has not changed how
+        # requests are made or decisions applied (its own observe or act must see every request)
+        self._scripted = all(f.policy == "scripted" for f in self.agents) and all(
+            getattr(type(self), name) is getattr(CommonsModel, name) for name in _REQUESTS_AND_ACTS)
 
     def _plan(self) -> list[tuple[str, str, str]]:
         """(policy, strategy, persona) per fisher; a disposition fills in the persona and the default strategy."""

@@ -6,8 +6,8 @@ from the request's observation alone. A fisher proposes the limit its strategy w
 closest to its own.
 
 The strategies answer a harvest RequestBatch in columns (agents.scripted): those that never draw
-read the observation alone (`observation_only`), and `random` draws every fisher's catch at once
-from the request seeds (`many`), equal to its one-by-one draws.
+read the observation alone (`@observation_only`), and `random` draws every fisher's catch at once
+from the request seeds (`@answers_many`), equal to its one-by-one draws.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from agents.scripted import answers_many, observation_only
 from sim.contracts import DecisionRequest
 from sim.rng import randbelow_array, randbelow_many
 
@@ -77,10 +78,8 @@ def _strategy(name: str):
 
     decide.__name__ = name
     if name == "random":
-        decide.many = _random_harvests
-    else:
-        decide.observation_only = True  # no draw, and nothing of the agent's own: one answer serves all
-    return decide
+        return answers_many(_random_harvests)(decide)
+    return observation_only(decide)  # no draw, nothing of the agent's own: one answer serves all
 
 
 def _random_harvests(obs: dict, phase: str, seeds) -> list[float] | None:
