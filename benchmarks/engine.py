@@ -6,7 +6,8 @@ Measures, all in one run on one machine (ratios only mean something within a run
 - the tick without the store (`on_tick=None`) against a plain Mesa model written with the same
   rules (random catches, unit-by-unit rationing, regrowth, per-tick gain and equality): the
   ratio engine / plain is the median of paired rounds (each round times both, each side first
-  in turn), with every round's ratio and the best-times ratio kept;
+  in turn, each the best of enough runs to fill 0.3 s), with every round's ratio and the
+  best-times ratio kept;
 - the same engine with its harvest asked agent by agent (`observe_batch` off: one
   DecisionRequest and one Decision per fisher), to show what the columnar path is worth.
 
@@ -135,17 +136,18 @@ def plain_mesa(n: int, months: int) -> float:
     return time.perf_counter() - started
 
 
-def tick_rounds(n: int, months: int, rounds: int, repeats: int = 3) -> dict:
+def tick_rounds(n: int, months: int, rounds: int, min_s: float = 0.3) -> dict:
     """Paired rounds of the engine, the plain Mesa model and the one-by-one engine (the first of each
-    round taking turns; each side's time in a round is the best of `repeats` runs), and their ratios:
-    the median of the rounds' ratios, and best time / best time."""
+    round taking turns; each side's time in a round is the best of as many runs, at least 3, as
+    fill `min_s`), and their ratios: the median of the rounds' ratios, and best time / best time."""
     sides = {"engine": lambda: engine_ticks(n, months), "plain": lambda: plain_mesa(n, months),
              "one_by_one": lambda: engine_ticks(n, months, batched=False)}
     names = list(sides)
+    repeats = {k: max(3, min(30, math.ceil(min_s / max(fn(), 1e-6)))) for k, fn in sides.items()}  # (a warm-up run each)
     times: dict[str, list[float]] = {k: [] for k in names}
     for r in range(rounds):
         for name in names[r % 3:] + names[:r % 3]:
-            times[name].append(min(sides[name]() for _ in range(repeats)))
+            times[name].append(min(sides[name]() for _ in range(repeats[name])))
     ratio = [e / p for e, p in zip(times["engine"], times["plain"])]
     gain = [o / e for o, e in zip(times["one_by_one"], times["engine"])]
     best = {k: min(v) for k, v in times.items()}
@@ -154,7 +156,7 @@ def tick_rounds(n: int, months: int, rounds: int, repeats: int = 3) -> dict:
             "engine_vs_plain_mesa": round(statistics.median(ratio), 2),
             "engine_vs_plain_mesa_rounds": [round(x, 2) for x in ratio],
             "engine_vs_plain_mesa_best_times": round(best["engine"] / best["plain"], 2),
-            "batched_speedup_over_one_by_one": round(statistics.median(gain), 2)}
+            "batched_speedup_over_one_by_one": round(statistics.median(gain), 2), "repeats_per_round": repeats}
 
 
 def main() -> None:

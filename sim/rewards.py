@@ -23,7 +23,7 @@ def compute_rewards(payoffs: Mapping[int, float], mode: RewardMode, lam: float =
     total = float(sum(payoffs.values()))
     n = len(ids)
     if mode == "private":
-        return {i: float(payoffs[i]) for i in ids}
+        return dict(zip(ids, map(float, payoffs.values())))
     if mode == "cooperative":
         return {i: total / n for i in ids}
     if mode == "integrated":

@@ -87,6 +87,7 @@ class SeedStream:
 
 
 _GOLDEN_U = np.uint64(_GOLDEN)
+_FIRST_STEPS = np.arange(1, 5, dtype=np.uint64) * _GOLDEN_U  # the counter after a stream's 1st..4th draw (mod 2**64)
 
 
 def mix64_array(z: np.ndarray) -> np.ndarray:
@@ -115,10 +116,19 @@ def randbelow_array(seeds: np.ndarray, n: int) -> np.ndarray:
     k = n.bit_length()
     if not 1 <= k <= 64:
         raise ValueError(f"randbelow_array needs 1 <= n < 2**64, not {n}")
-    state = seeds.astype(np.uint64, copy=True)
-    out = np.empty(len(state), dtype=np.uint64)
-    todo = np.arange(len(state))
+    seeds = np.asarray(seeds, dtype=np.uint64)
     shift, limit = np.uint64(64 - k), np.uint64(n)
+    # the first 4 draws of every stream at once (each is accepted with probability at least 1/2), then the
+    # few streams that rejected all 4 one round at a time
+    draws = mix64_array(seeds[:, None] + _FIRST_STEPS[None, :]) >> shift
+    accepted = draws < limit
+    first = accepted.argmax(axis=1)
+    rows = np.arange(len(seeds))
+    out = draws[rows, first]
+    todo = np.flatnonzero(~accepted[rows, first])
+    if not todo.size:
+        return out
+    state = seeds + _FIRST_STEPS[-1]
     while todo.size:
         state[todo] += _GOLDEN_U
         r = mix64_array(state[todo]) >> shift

@@ -393,9 +393,10 @@ class CommonsModel(SocietyModel):
                     f.costs += monitoring
                     self.monitoring_total += monitoring
         total = sum(caught.values())
+        demand_total = sum(demand.values())
         self.stock -= total
-        rationed = {str(a): v for a, v in caught.items() if v != demand[a]}
-        self.emit("harvest", None, None, demand_total=sum(demand.values()), caught_total=total,
+        rationed = {str(a): v for a, v in caught.items() if v != demand[a]} if caught is not demand else {}
+        self.emit("harvest", None, None, demand_total=demand_total, caught_total=total,
                   stock_after=self.stock, rationed=rationed)
         if self.history is not None:  # contract 3: the public part once, in the shared history
             self._tell("observation", f"All fishers caught {total:g} tons; {self.stock:g} tons were left.")
@@ -406,7 +407,7 @@ class CommonsModel(SocietyModel):
             for f in self.agents:
                 if f.remembers:
                     f.remember(self.tick, "observation", f"I caught {f.catch:g} tons{public}.")
-        self.last_catches = dict(caught)
+        self.last_catches = caught
         if self.stock < self.config.collapse_below:
             self.end("collapsed", f"stock fell to {self.stock:g} tons in month {self.tick}")
 
@@ -417,7 +418,7 @@ class CommonsModel(SocietyModel):
         from which an exhausted one is removed by swapping in the last, so each unit costs O(1).
         """
         if sum(demand.values()) <= self.stock:
-            return dict(demand)
+            return demand  # (the caller's dict: nothing was rationed)
         caught = {aid: 0.0 for aid in demand}
         left = {aid: amt for aid, amt in demand.items() if amt > 0}
         ids = sorted(left)
