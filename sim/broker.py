@@ -66,9 +66,10 @@ class DecisionBroker:
 
         A backend with `decide_columns(batch)` answers it whole, unless its `decide_batch` was
         replaced below it (a subclass's or an instance's own, which must be the one asked); any
-        other gets the batch's DecisionRequests through `decide_batch`. Every value is checked against the batch's space
-        as `decide` checks it: each distinct value once when the values are of one hashable type
-        and all pass unchanged (the common case), else decision by decision.
+        other gets the batch's DecisionRequests through `decide_batch`. Every value is checked
+        against the batch's space as `decide` checks it: each distinct value once when the values
+        are of one hashable type and all pass unchanged (the common case), else decision by
+        decision.
         """
         backend = self.backends.get(batch.backend)
         if backend is None:
