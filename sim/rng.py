@@ -107,7 +107,7 @@ def randbelow_many(seeds: np.ndarray, n: int) -> list[int]:
     if n < 1:
         raise ValueError("empty range for randrange()")
     if n.bit_length() > 64:  # beyond the fast path of getrandbits: one by one
-        return [CounterRandom(int(s))._randbelow(n) for s in seeds.tolist()]
+        return [CounterRandom(int(s))._randbelow(n) for s in np.asarray(seeds, dtype=np.uint64).tolist()]
     return randbelow_array(seeds, n).tolist()
 
 
