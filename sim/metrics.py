@@ -27,6 +27,11 @@ def gini(values: Sequence[float]) -> float:
         if isinstance(values, np.ndarray) and values.dtype == np.float64:
             return _gini_array(values)
         return _gini_array(np.fromiter(map(float, values), dtype=np.float64, count=len(values)))  # float() as below
+    return _gini_python(values)
+
+
+def _gini_python(values: Sequence[float]) -> float:
+    """`gini` one value at a time (the definition the numpy path reproduces to the bit)."""
     xs = sorted(float(v) for v in values)
     if not xs:
         return 0.0

@@ -197,28 +197,14 @@ def test_step_columns_give_the_records_and_the_rows_the_store_wrote_before():
     assert two.rows((), dumps) == [(1, "scripted", '{"talk":"hi","harvest":2.0}', 1.0, 1.0, False, None, None)]
 
 
-def _gini_one_by_one(values):
-    xs = sorted(float(v) for v in values)
-    if not xs:
-        return 0.0
-    low = xs[0]
-    if low < 0:
-        xs = [x - low for x in xs]
-    total = sum(xs)
-    if total <= 0:
-        return 0.0
-    n = len(xs)
-    return (2.0 * sum((i + 1) * x for i, x in enumerate(xs))) / (n * total) - (n + 1.0) / n
-
-
 def test_gini_in_numpy_is_the_same_float_as_in_python():
     rng = random.Random(3)
     for n in (256, 300, 5000):
         for make in (lambda: rng.uniform(-3, 50), lambda: rng.randint(0, 20), lambda: rng.expovariate(1) * 1e9,
                      lambda: 0.0):
             xs = [make() for _ in range(n)]
-            assert metrics.gini(xs) == _gini_one_by_one(xs)
-    assert metrics.gini(iter([1.0, 3.0])) == _gini_one_by_one([1.0, 3.0])
+            assert metrics.gini(xs) == metrics._gini_python(xs)
+    assert metrics.gini(iter([1.0, 3.0])) == metrics._gini_python([1.0, 3.0])
 
 
 def test_the_running_perolat_metrics_are_the_same_floats_as_recomputing_them():
@@ -364,8 +350,8 @@ def test_strategies_asked_one_by_one_are_asked_in_the_batchs_order():
 
 def test_gini_takes_any_iterable_and_refuses_what_is_not_a_number():
     values = {i: float(i % 7) for i in range(300)}
-    assert metrics.gini(values.values()) == metrics.gini(list(values.values())) == _gini_one_by_one(values.values())
-    assert metrics.gini(set(range(300))) == _gini_one_by_one(range(300))
+    assert metrics.gini(values.values()) == metrics.gini(list(values.values())) == metrics._gini_python(values.values())
+    assert metrics.gini(set(range(300))) == metrics._gini_python(range(300))
     for n in (10, 300):
         with pytest.raises(TypeError):
             metrics.gini([1.0] * (n - 1) + [None])
