@@ -175,7 +175,7 @@ class DecisionColumns(Sequence[Decision]):
 
     `special` holds, by position, every decision that is more than (agent, phase, value, backend):
     fallbacks, cached or retried answers, raw text. Indexing gives the Decision itself, so a
-    scenario's `act` reads it as it reads a list; `by_agent()` and the columns are the fast path.
+    scenario's `act` reads it as it reads a list; `columns_of` and `values_by_agent` are the fast path.
     """
 
     __slots__ = ("phase", "backend", "agent_ids", "values", "special")
@@ -212,20 +212,21 @@ class DecisionColumns(Sequence[Decision]):
         moved = {j: special[i] for j, i in enumerate(order) if i in special} if special else None
         return DecisionColumns(self.phase, self.backend, [ids[i] for i in order], [values[i] for i in order], moved)
 
-    def by_agent(self) -> dict[int, Any]:
-        """agent id -> value in force."""
-        return dict(zip(self.agent_ids, self.values))
-
     def fallbacks(self) -> list[Decision]:
         """The decisions replaced by their request's default, in position order."""
         return [d for _, d in sorted(self.special.items()) if d.fallback]
 
 
-def values_by_agent(decisions: Sequence[Decision]) -> dict[int, Any]:
-    """agent id -> decided value, for a list of decisions or DecisionColumns (its fast path)."""
+def columns_of(decisions: Sequence[Decision]) -> tuple[Sequence[int], Sequence[Any]]:
+    """(agent ids, decided values) of a list of decisions, or a DecisionColumns' own columns (no copy)."""
     if isinstance(decisions, DecisionColumns):
-        return decisions.by_agent()
-    return {d.agent_id: d.value for d in decisions}
+        return decisions.agent_ids, decisions.values
+    return [d.agent_id for d in decisions], [d.value for d in decisions]
+
+
+def values_by_agent(decisions: Sequence[Decision]) -> dict[int, Any]:
+    """agent id -> decided value, for a list of decisions or DecisionColumns."""
+    return dict(zip(*columns_of(decisions)))
 
 
 @dataclass(frozen=True)

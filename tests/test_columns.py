@@ -18,7 +18,7 @@ from scenarios.commons.model import CommonsModel
 from sim import metrics
 from sim.broker import DecisionBroker
 from sim.config import build_spec
-from sim.contracts import Decision, DecisionColumns, RequestBatch
+from sim.contracts import Decision, DecisionColumns, RequestBatch, values_by_agent
 from sim.model import AgentStepRecord, StepColumns
 from sim.rng import CounterRandom, SeedStream, randbelow_many
 from sim.runner import execute
@@ -163,7 +163,7 @@ def test_the_broker_checks_a_batch_as_it_checks_requests_one_by_one(values, colu
     got = broker.decide_columns(batch)
     want = broker.decide(list(batch))
     assert list(got) == [want[a] for a in batch.agent_ids]
-    assert got.by_agent() == {a: d.value for a, d in want.items()}
+    assert values_by_agent(got) == {a: d.value for a, d in want.items()}
     assert [d.agent_id for d in got.fallbacks()] == [a for a, d in want.items() if d.fallback]
     order = [3, 0, 2, 1]
     assert list(got.take(order)) == [got[i] for i in order]
@@ -175,7 +175,7 @@ def test_decision_columns_keep_every_decision_that_is_more_than_a_value():
     cached = Decision(3, "harvest", 1.0, "scripted", cached=True)
     cols = DecisionColumns.of("harvest", "scripted", [plain, fell, cached])
     assert list(cols) == [plain, fell, cached] and set(cols.special) == {1, 2}
-    assert cols.fallbacks() == [fell] and cols.by_agent() == {1: 2.0, 2: 0.0, 3: 1.0}
+    assert cols.fallbacks() == [fell] and values_by_agent(cols) == {1: 2.0, 2: 0.0, 3: 1.0}
     assert cols[-2] == fell and cols[0:2] == [plain, fell]
 
 

@@ -28,7 +28,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, model_validator
 
 from agents.base import SocietyAgent
-from sim.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
+from sim.contracts import Decision, DecisionRequest, RequestBatch, columns_of
 from sim.metrics import equality
 from sim.model import PopulationGroup, ScenarioConfig, SocietyModel
 from sim.spaces import Choice, Number, Text
@@ -362,10 +362,8 @@ class CommonsModel(SocietyModel):
         self._tell("observation", f"The vote {outcome}.")
 
     def _act_harvest(self, decisions: Sequence[Decision]) -> None:
-        if isinstance(decisions, DecisionColumns):
-            demand = dict(zip(decisions.agent_ids, map(float, decisions.values)))
-        else:
-            demand = {d.agent_id: float(d.value) for d in decisions}
+        ids, values = columns_of(decisions)
+        demand = dict(zip(ids, map(float, values)))
         caught = self._ration(demand)
         share = self.stock * (1 - 1 / self.config.regrowth) / len(self.agents)
         _, fishers = self._all_agents.by_id()
