@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Optional
 
 import mesa
-import numpy as np
 from mesa.agent import AgentSet
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -27,7 +26,7 @@ from sim.broker import DecisionBroker
 from sim.contracts import CONTRACT, Decision, DecisionColumns, DecisionRequest, Event, RequestBatch, values_by_agent
 from sim.norms import NormLedger
 from sim.rewards import FeedbackMode, RewardLayer, RewardMode, describe_feedback
-from sim.rng import SeedStream, rng_version
+from sim.rng import SeedStream, rng_version, seed_keys
 from sim.spaces import Space
 
 
@@ -450,8 +449,8 @@ class SocietyModel(mesa.Model):
         cached = self._batch_ids
         if cached is None or cached[0] is not agents or type(agents) is not tuple:  # the same tuple of agents: the same ids
             ids = list(map(_by_id, agents))
-            numeric = bool(ids) and set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < 1 << 62
-            cached = self._batch_ids = (agents, ids, np.asarray(ids, dtype=np.uint64) if numeric else ids)
+            keys = seed_keys(ids)
+            cached = self._batch_ids = (agents, ids, ids if keys is None else keys)
         _, ids, keys = cached
         return RequestBatch(
             tick=self.tick, phase=phase, space=space, default=default, observation=observation, agent_ids=ids,

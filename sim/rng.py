@@ -75,15 +75,22 @@ class SeedStream:
         an agent instead of ~0.6); anything else goes one by one.
         """
         n = len(agent_ids)
-        ids = agent_ids if isinstance(agent_ids, np.ndarray) and agent_ids.dtype == np.uint64 else None
-        if ids is None and n and set(map(type, agent_ids)) == {int} and min(agent_ids) >= 0 and max(agent_ids) < 1 << 62:
-            ids = np.fromiter(agent_ids, dtype=np.uint64, count=n)
+        ids = agent_ids if isinstance(agent_ids, np.ndarray) and agent_ids.dtype == np.uint64 else seed_keys(agent_ids)
         if self.version != 1 and ids is not None:
             self.seed_for(tick, 0, phase)  # caches the (tick, phase) base
             base = np.uint64(self._bases[(tick, phase)])
             return mix64_array((ids + np.uint64(1)) * _GOLDEN_U + base) >> np.uint64(1)
         return np.fromiter((self.seed_for(tick, int(a) if ids is not None else a, phase) for a in agent_ids),
                            dtype=np.uint64, count=n)
+
+
+def seed_keys(agent_ids: Sequence[Any]) -> np.ndarray | None:
+    """The ids as a uint64 array when `seeds_for_many` can compute their seeds in numpy (non-negative
+    ints below 2**62), else None (they go one by one)."""
+    ids = list(agent_ids)
+    if ids and set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < 1 << 62:
+        return np.fromiter(ids, dtype=np.uint64, count=len(ids))
+    return None
 
 
 _GOLDEN_U = np.uint64(_GOLDEN)
