@@ -108,6 +108,12 @@ class AgentStepRecord:
     reason: Optional[str]
     memory: Optional[dict[str, Any]]  # None: unchanged since the last stored snapshot
 
+    def row(self, prefix: tuple, encode: Callable[[Any], str]) -> tuple:
+        """The store's row: `prefix + (agent_id, backend, action JSON, payoff, reward, fallback, reason,
+        memory JSON or None)`."""
+        return prefix + (self.agent_id, self.backend, encode(self.action), self.payoff, self.reward, self.fallback,
+                         self.reason, None if self.memory is None else encode(self.memory))
+
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})  # values equal only when their JSON is (but 0.0 / -0.0)
 
@@ -145,10 +151,10 @@ class StepColumns(Sequence[AgentStepRecord]):
 
     def rows(self, prefix: tuple, encode: Callable[[Any], str]) -> list[tuple]:
         """One row per agent for the store: `prefix + (agent_id, backend, action JSON, payoff, reward,
-        fallback, reason, memory JSON or None)`; a one-phase tick encodes each distinct action once."""
+        fallback, reason, memory JSON or None)` (as `AgentStepRecord.row`); a one-phase tick encodes each
+        distinct action once."""
         if len(self.actions) != 1:
-            return [prefix + (st.agent_id, st.backend, encode(st.action), st.payoff, st.reward, st.fallback, st.reason,
-                              None if st.memory is None else encode(st.memory)) for st in self]
+            return [st.row(prefix, encode) for st in self]
         phase, chosen = self.actions[0]
         reasons, memories = self.reasons, self.memories
         encoded: dict[Any, str] = {}
@@ -536,7 +542,7 @@ class SocietyModel(mesa.Model):
                rewards: Mapping[int, float]) -> StepColumns:
         """The tick's agent steps (the agents present now, by id): decisions by phase, payoff, reward,
         fallbacks with their reasons, and each memory snapshot that changed since it was last stored."""
-        agents, present = self._all_agents.by_id() if isinstance(self._all_agents, Roster) else _sorted_index(self.agents)
+        agents, present = self._all_agents.by_id()
         ids = list(map(_by_id, agents))
         fell: dict[int, list[str]] = {}
         for _, decided in taken:
@@ -554,7 +560,3 @@ class SocietyModel(mesa.Model):
             {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
         )
 
-
-def _sorted_index(agents: Iterable[SocietyAgent]) -> tuple[tuple[SocietyAgent, ...], dict[int, SocietyAgent]]:
-    ordered = tuple(sorted(agents, key=_by_id))
-    return ordered, {a.unique_id: a for a in ordered}

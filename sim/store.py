@@ -332,8 +332,7 @@ class Store:
         if isinstance(record.steps, StepColumns):
             steps = record.steps.rows((run_id, t), dumps)
         else:
-            steps = [(run_id, t, st.agent_id, st.backend, dumps(st.action), st.payoff, st.reward, st.fallback, st.reason,
-                      None if st.memory is None else dumps(st.memory)) for st in record.steps]
+            steps = [st.row((run_id, t), dumps) for st in record.steps]
         events = [{"run_id": run_id, "tick": t, "kind": ev.kind, "actor": ev.actor, "target": ev.target, "data": ev.data}
                   for ev in record.events]
         calls = [{"run_id": run_id, **c} for c in llm_calls]
