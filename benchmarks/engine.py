@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.timing import rounds as paired_rounds  # noqa: E402
+
 
 def _sets(n: int, months: int) -> list[str]:
     # capacity grows with N so that random catches (0..stock/N) are not all zero
@@ -142,12 +144,8 @@ def tick_rounds(n: int, months: int, rounds: int, min_s: float = 0.3) -> dict:
     fill `min_s`), and their ratios: the median of the rounds' ratios, and best time / best time."""
     sides = {"engine": lambda: engine_ticks(n, months), "plain": lambda: plain_mesa(n, months),
              "one_by_one": lambda: engine_ticks(n, months, batched=False)}
-    names = list(sides)
     repeats = {k: max(3, min(30, math.ceil(min_s / max(fn(), 1e-6)))) for k, fn in sides.items()}  # (a warm-up run each)
-    times: dict[str, list[float]] = {k: [] for k in names}
-    for r in range(rounds):
-        for name in names[r % 3:] + names[:r % 3]:
-            times[name].append(min(sides[name]() for _ in range(repeats[name])))
+    times = paired_rounds(sides, rounds, best_of=repeats)
     ratio = [e / p for e, p in zip(times["engine"], times["plain"])]
     gain = [o / e for o, e in zip(times["one_by_one"], times["engine"])]
     best = {k: min(v) for k, v in times.items()}

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from agents.llm.local_engine import LocalEngine  # noqa: E402
 from agents.llm.prompts import render_messages  # noqa: E402
 from benchmarks.llm_throughput import harvest_requests, timed  # noqa: E402  (~200-token prompts after one month)
+from benchmarks.timing import rounds, wall  # noqa: E402
 from scenarios.commons.model import DISPOSITIONS  # noqa: E402
 from sim.spaces import Choice, Text  # noqa: E402
 
@@ -93,21 +94,9 @@ def device_limits(lm) -> dict:
 
 
 def interleaved(fns: dict, repeat: int) -> dict:
-    """Best wall time of each function over `repeat` rounds, the functions alternating within a round,
-    so a slow spell of this shared VM falls on every side of a ratio, not on one."""
-    return {name: min(times) for name, times in rounds(fns, repeat).items()}
-
-
-def rounds(fns: dict, repeat: int) -> dict:
-    """Every wall time of each function over `repeat` rounds, the functions taken in turns within a round
-    and in reverse order every other round (so going first or second falls on each side alike)."""
-    times: dict = {name: [] for name in fns}
-    for k in range(repeat):
-        for name, fn in (list(fns.items()) if k % 2 == 0 else list(fns.items())[::-1]):
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
-    return times
+    """Best wall time of each function over `repeat` paired rounds (benchmarks.timing.rounds), so a slow
+    spell of this shared VM falls on every side of a ratio, not on one."""
+    return {name: min(times) for name, times in rounds({n: wall(fn) for n, fn in fns.items()}, repeat).items()}
 
 
 def tick_speed(lm, eng, reqs, prompt=None, repeat: int = 2) -> dict:
@@ -126,8 +115,8 @@ def tick_speed(lm, eng, reqs, prompt=None, repeat: int = 2) -> dict:
     before = lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"]
     eng.answer(reqs, msgs)
     forwarded = lm.counters["prefix_tokens"] + lm.counters["suffix_tokens"] - before
-    times = rounds({"batched": lambda: eng.answer(reqs, msgs),
-                    "single": lambda: [eng.answer([r], [m]) for r, m in zip(reqs, msgs)]}, repeat)
+    times = rounds({"batched": wall(lambda: eng.answer(reqs, msgs)),
+                    "single": wall(lambda: [eng.answer([r], [m]) for r, m in zip(reqs, msgs)])}, repeat)
     ratios = [s / b for b, s in zip(times["batched"], times["single"])]
     toks = lm.encode([lm.render(m) for m in msgs])
     return {"prompt_tokens_mean": statistics.fmean(len(t) for t in toks), "tokens_one_call_per_agent": sum(len(t) for t in toks),
