@@ -9,7 +9,7 @@ where a strategy has been marked with a columnar form:
 - `@observation_only`: its answer reads the observation and phase alone (no draw, nothing of the
   agent's own, no side effect): asked once for the whole group;
 - `@answers_many(many)`: `many(observation, phase, seeds) -> list | None` gives the answers for
-  these request seeds at once (e.g. vectorised counter draws, `sim.rng.randbelow_many`), equal to
+  these request seeds at once (e.g. vectorised counter draws, `sim.core.rng.randbelow_many`), equal to
   asking one by one; None where it has no columnar answer (that phase is asked one by one).
 The marks are kept beside the function, not on it, so a wrapper (`functools.wraps` copies a
 function's attributes) is not taken for the function it wraps. Every other strategy is asked
@@ -23,9 +23,12 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, TypeVar
 
-from sim.broker import fallback_decision
-from sim.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
-from sim.rng import RNG_VERSION, rng_version, strategy_rng_class
+from sim.core.backend import Backend, fallback_decision
+from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
+from sim.core.profiles import CONTRACT, profile
+from sim.core.refs import load_strategy
+from sim.core.rng import CounterRandom, strategy_rng_class
+from sim.core.spec import RunSpec
 
 Strategy = Callable[[DecisionRequest, random.Random], Any]
 Many = Callable[[dict, str, Any], Optional[list]]
@@ -53,25 +56,23 @@ def answers_many(many: Many) -> Callable[[S], S]:
     return mark
 
 
-class ScriptedBackend:
+class ScriptedBackend(Backend):
     """Answers each request with the strategy it names: one of the scenario's, or a reference
     `module:function` / `path/to/file.py:function` to a function of the user's (loaded once)."""
 
     name = "scripted"
 
-    def __init__(self, strategies: Mapping[str, Strategy], rng: int = RNG_VERSION) -> None:
+    def __init__(self, strategies: Mapping[str, Strategy], rng: int = profile(CONTRACT).rng) -> None:
         self.strategies = dict(strategies)
-        self.rng = rng  # the run's contract version (sim.rng): which generator a strategy draws from
+        self.rng = rng  # the random-stream version (sim.core.rng) strategies draw from: the run's profile's
 
-    def bind(self, run_id: str, spec: Any) -> None:
-        """Draw with the generator of the run's contract version (a run stored under version 1 replays with its own)."""
-        self.rng = rng_version(spec.contract)
+    def bind(self, run_id: str, spec: RunSpec) -> None:
+        """Draw with the stream of the run's decision profile (a run stored under contract 1 replays with its own)."""
+        self.rng = spec.profile.rng
 
     def _strategy(self, name: str | None) -> Strategy | None:
         strategy = self.strategies.get(name or "")
         if strategy is None and name and ":" in name:  # module:function, file.py:function
-            from scenarios import load_strategy
-
             strategy = self.strategies[name] = load_strategy(name)
         return strategy
 
@@ -108,7 +109,7 @@ class ScriptedBackend:
             got = None
             if strategy is not None:
                 many = _MANY.get(strategy)
-                if many is not None and self.rng != 1:  # columnar draws are CounterRandom's; version-1 runs draw one by one
+                if many is not None and make_rng is CounterRandom:  # columnar draws are CounterRandom's
                     got = many(batch.observation, batch.phase, batch.seeds if isinstance(idx, range) else batch.seeds[idx])
                     if got is not None and len(got) != len(idx):
                         raise RuntimeError(f"strategy {name!r} answered {len(got)} of {len(idx)} requests")

@@ -15,8 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from sim.errors import UsageError
-from sim.store import AgentStep, EventRow, LLMCall, Run, Store, Tick
+from sim.core.errors import UsageError
+from sim.store.store import Store
+from sim.store.tables import AgentStep, EventRow, LLMCall, Run, Tick
 
 TABLES = ("runs", "ticks", "agent_steps", "events", "llm_calls")
 MODELS = {"runs": Run, "ticks": Tick, "agent_steps": AgentStep, "events": EventRow, "llm_calls": LLMCall}

@@ -8,20 +8,23 @@ validates what the user entered into a `RunSpec` exactly as the CLI would, and s
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
-import typing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-import annotated_types
 import yaml
 
-from sim.config import build_spec
-from sim.contracts import RunSpec
+from scenarios.registry import get_scenario
+from sim.core.errors import UsageError
+from sim.core.fields import describe_fields
+from sim.core.spec import RunSpec
+from sim.runner.config import build_spec
+from sim.runner.execution import horizon
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,38 +43,16 @@ class FormField:
     optional: bool = False
 
 
-def _bounds(metadata: list[Any]) -> tuple[Optional[float], Optional[float]]:
-    lo = hi = None
-    for m in metadata:
-        if isinstance(m, annotated_types.Ge):
-            lo = m.ge
-        elif isinstance(m, annotated_types.Gt):
-            lo = m.gt
-        elif isinstance(m, annotated_types.Le):
-            hi = m.le
-        elif isinstance(m, annotated_types.Lt):
-            hi = m.lt
-    return lo, hi
-
-
 def form_fields(config_cls: type) -> list[FormField]:
     """The scenario Config's fields as widgets, in declaration order, from their types, bounds and descriptions."""
     out = []
-    for name, f in config_cls.model_fields.items():
-        ann, optional = f.annotation, False
-        origin, args = typing.get_origin(ann), typing.get_args(ann)
-        if origin is typing.Union and type(None) in args:
-            rest = [a for a in args if a is not type(None)]
-            optional = True
-            ann = rest[0] if len(rest) == 1 else ann
-            origin, args = typing.get_origin(ann), typing.get_args(ann)
-        default = f.get_default(call_default_factory=True)
-        lo, hi = _bounds(f.metadata)
-        common = {"name": name, "default": default, "help": f.description or "", "optional": optional}
+    for f in describe_fields(config_cls):
+        ann, optional, default, lo, hi = f.kind, f.optional, f.default, f.lo, f.hi
+        common = {"name": f.name, "default": default, "help": f.help, "optional": optional}
         if ann is bool:
             out.append(FormField(kind="bool", **common))
-        elif origin is typing.Literal:
-            out.append(FormField(kind="choice", options=tuple(args), **common))
+        elif f.options:
+            out.append(FormField(kind="choice", options=f.options, **common))
         elif ann is int and not optional:
             out.append(FormField(kind="int", lo=lo, hi=hi, **common))
         elif ann is float and not optional:
@@ -103,8 +84,6 @@ def config_from_form(fields: list[FormField], values: dict[str, Any]) -> dict[st
             try:
                 v = yaml.safe_load(str(v))
             except yaml.YAMLError as exc:
-                from sim.errors import UsageError
-
                 raise UsageError(f"bad value for {f.name!r}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
         data[f.name] = v
     return data
@@ -139,10 +118,6 @@ class Launch:
 def launch(scenario: str, config: dict[str, Any], *, seed: int, policy: str, db_url: str,
            ticks: Optional[int] = None) -> Launch:
     """Validate (UsageError on bad input, nothing started) and start `sim.cli run` in a subprocess."""
-    import shutil
-
-    from scenarios import get_scenario
-
     workdir = Path(tempfile.mkdtemp(prefix="societas-launch-"))
     form = workdir / "form.yaml"
     form.write_text(yaml.safe_dump(config))
@@ -151,7 +126,7 @@ def launch(scenario: str, config: dict[str, Any], *, seed: int, policy: str, db_
     except Exception:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    total = int(spec.config[get_scenario(scenario).horizon_field])
+    total = horizon(spec, get_scenario(spec.scenario))
     cfg = workdir / "config.yaml"
     cfg.write_text(yaml.safe_dump({**spec.config, "seed": spec.seed, "policy": spec.policy}))
     logs = {"stdout": workdir / "stdout.json", "stderr": workdir / "stderr.txt"}

@@ -10,7 +10,7 @@ from typing import Any
 import networkx as nx
 import pandas as pd
 
-from sim.metrics import gini
+from sim.reward.metrics import gini
 
 #: above this many nodes, clustering is estimated from random node samples
 EXACT_CLUSTERING_MAX = 2000

@@ -18,8 +18,8 @@ from sqlalchemy import Integer, MetaData, Table, and_, cast, create_engine, func
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from sim.errors import UsageError
-from sim.store import AgentStep, EventRow, LLMCall, Run, Tick
+from sim.core.errors import UsageError
+from sim.store.tables import AgentStep, EventRow, LLMCall, Run, Tick
 
 RUNS, TICKS, STEPS, EVENTS, CALLS = (m.__table__ for m in (Run, Tick, AgentStep, EventRow, LLMCall))
 #: optional columns of `runs` that later versions of the store add (sweeps, forks)

@@ -1,7 +1,8 @@
 """Published reference values beside a run's own: the rows `societas show` and the app display.
 
 A scenario class may declare `reference = {metric: {"value": x, "source": "..."}}` (e.g. the
-MoltBook figures of the social scenario); `comparison_rows` pairs each with the run's final value.
+MoltBook figures of the social scenario; a `(value, source)` pair or a bare value also works);
+`comparison_rows` pairs each with the run's final value.
 """
 
 from __future__ import annotations
@@ -9,18 +10,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from scenarios.registry import REGISTRY
+
 
 def comparison_rows(scenario: str, final_metrics: Mapping[str, Optional[float]]) -> list[dict[str, Any]]:
-    """One row per published value: metric, published, run, difference (run - published; None if missing), source."""
-    from scenarios import get_scenario
-
-    reference = getattr(get_scenario(scenario), "reference", {}) or {}
+    """One row per published value: metric, published, run, difference (run - published; None if either is
+    missing), source. No rows for a scenario without references, or one that cannot be loaded here."""
+    reference = getattr(REGISTRY.get(scenario), "reference", None) or {}
     rows = []
-    for metric, ref in reference.items():
+    for metric, entry in reference.items():
+        if isinstance(entry, dict):
+            published, source = entry.get("value", entry.get("published")), str(entry.get("source", ""))
+        elif isinstance(entry, (tuple, list)):
+            published, source = entry[0], str(entry[1]) if len(entry) > 1 else ""
+        else:
+            published, source = entry, ""
         value = final_metrics.get(metric)
-        rows.append({
-            "metric": metric, "published": ref["value"], "run": value,
-            "difference": None if value is None else float(value) - float(ref["value"]),
-            "source": ref.get("source", ""),
-        })
+        difference = None if value is None or published is None else float(value) - float(published)
+        rows.append({"metric": metric, "published": published, "run": value, "difference": difference, "source": source})
     return rows

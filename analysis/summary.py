@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import socket
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sim.store import Store
+from analysis.reference import comparison_rows
+from scenarios.registry import REGISTRY
+from sim.reward.docs import scenario_metric_docs
+from sim.store.liveness import liveness
+from sim.store.store import Store
 
 
 def llm_usage(calls: list[Any]) -> dict[str, Any]:
@@ -31,29 +32,6 @@ def llm_usage(calls: list[Any]) -> dict[str, Any]:
     }
 
 
-def liveness(run: Any) -> str:
-    """`live`, `stale` (its process is gone, or silent for over 10 minutes) or `done` (not running)."""
-    if run.status != "running":
-        return "done"
-    if run.owner_host == socket.gethostname() and run.owner_pid:
-        try:
-            os.kill(run.owner_pid, 0)
-        except ProcessLookupError:
-            return "stale"
-        except PermissionError:
-            pass
-        return "live"
-    beat = run.heartbeat_at or run.created_at
-    if beat is not None:
-        beat = beat if beat.tzinfo else beat.replace(tzinfo=timezone.utc)
-        if datetime.now(timezone.utc) - beat > timedelta(minutes=STALE_AFTER_MIN):
-            return "stale"
-    return "live"
-
-
-STALE_AFTER_MIN = 10
-
-
 def status_text(run: Any) -> str:
     """The status as a person should read it: a killed run says it is stale, not that it runs."""
     if liveness(run) == "stale":
@@ -70,33 +48,6 @@ def run_row(run: Any) -> dict[str, Any]:
             "sweep_id": run.sweep_id, "cached": bool(run.cached), "created_at": run.created_at.isoformat()}
 
 
-def reference_rows(scenario: str, final_metrics: dict[str, Any]) -> list[dict[str, Any]]:
-    """A run's metrics beside the published values its scenario declares (`reference` on the class)."""
-    from scenarios import REGISTRY
-
-    cls = REGISTRY.get(scenario)
-    ref = getattr(cls, "reference", None) or {}
-    rows = []
-    for metric, entry in ref.items():
-        if isinstance(entry, dict):
-            published, source = entry.get("value", entry.get("published")), str(entry.get("source", ""))
-        elif isinstance(entry, (tuple, list)):
-            published, source = entry[0], str(entry[1]) if len(entry) > 1 else ""
-        else:
-            published, source = entry, ""
-        rows.append({"metric": metric, "value": final_metrics.get(metric), "published": published, "source": source})
-    return rows
-
-
-def metric_docs(scenario: str) -> dict[str, dict[str, str]]:
-    from scenarios import REGISTRY
-    from sim.model import BASE_FINAL_DOCS, BASE_TICK_DOCS
-
-    cls = REGISTRY.get(scenario)
-    return {"tick": {**dict(getattr(cls, "tick_metric_docs", {})), **BASE_TICK_DOCS},
-            "final": {**dict(getattr(cls, "final_metric_docs", {})), **BASE_FINAL_DOCS}}
-
-
 def run_summary(store: Store, run_id: str) -> dict[str, Any]:
     """Spec, status, final metrics, per-tick metrics, fallback count and LLM usage of a run (aggregated in SQL)."""
     run = store.get_run(run_id)
@@ -107,8 +58,8 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         "parent_id": run.parent_id, "branch_tick": run.branch_tick, "sweep_id": run.sweep_id,
         "decided_by": run.backends or run.policy, "cached": bool(run.cached),
         "config": run.spec.get("config", {}), "spec": run.spec, "versions": run.versions,
-        "final_metrics": run.final_metrics, "metric_docs": metric_docs(run.scenario),
-        "reference": reference_rows(run.scenario, run.final_metrics or {}),
+        "final_metrics": run.final_metrics, "metric_docs": scenario_metric_docs(REGISTRY.get(run.scenario)),
+        "reference": comparison_rows(run.scenario, run.final_metrics or {}),
         "per_tick": [{"tick": t.tick, "metrics": t.metrics} for t in store.ticks(run_id)],
         "fallbacks": store.fallback_count(run_id),
         "llm": llm_usage(store.llm_calls(run_id)),

@@ -9,8 +9,9 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from sim.errors import UsageError
-from sim.store import Run, Store
+from sim.core.errors import UsageError
+from sim.store.store import Store
+from sim.store.tables import Run
 
 ENDED = ("finished", "collapsed")
 # two-sided 95% Student t quantiles t_{0.975, df} for df = 1..30; the normal 1.96 is within 2% beyond
@@ -37,11 +38,9 @@ def sweep_frame(store: Store, sweep_id: str) -> tuple[pd.DataFrame, list[str]]:
 
     Returns (frame, grid keys). Runs that have not ended have empty metrics.
     """
-    from sim.sweep import get_sweep
-
-    row = get_sweep(store, sweep_id)
+    row = store.get_sweep(sweep_id)
     keys = list(row.definition.get("grid", {}))
-    runs = [r for r in store.list_runs() if r.sweep_id == row.id]
+    runs = store.sweep_runs(row.id)
     records = []
     for r in runs:
         config = r.spec.get("config", {})

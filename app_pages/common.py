@@ -6,7 +6,6 @@ Pages read only through `q(...)` (analysis.queries, cached by run and its progre
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -17,9 +16,10 @@ import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
 from analysis import queries
-from sim.errors import UsageError
-
-DEFAULT_DB = "sqlite:///runs.db"
+from scenarios.registry import REGISTRY
+from sim.core.errors import UsageError
+from sim.reward.docs import scenario_metric_docs
+from sim.store.schema import default_url
 #: slug, page file, title, icon: the app's navigation, in order
 PAGES = [
     ("runs", "app_pages/runs.py", "Runs", ":material/table_rows:"),
@@ -41,7 +41,7 @@ def configured_db() -> str:
             return args[i + 1]
         if arg.startswith("--db="):
             return arg.split("=", 1)[1]
-    return os.environ.get("SOCIETAS_DB") or DEFAULT_DB
+    return default_url()
 
 
 def db_url() -> str:
@@ -154,18 +154,12 @@ def choose_run(table: pd.DataFrame) -> Optional[dict[str, Any]]:
 
 def scenario_class(name: str) -> Any:
     """The registered scenario class, or None (a run of a scenario this install does not know)."""
-    from scenarios import REGISTRY
-
     return REGISTRY.get(name)
 
 
 def metric_docs(run: dict[str, Any], final: bool = False) -> dict[str, str]:
     """The scenario's metric docs (tick or final) plus the base ones."""
-    from sim.model import BASE_FINAL_DOCS, BASE_TICK_DOCS
-
-    cls = scenario_class(run["scenario"])
-    own = dict(getattr(cls, "final_metric_docs" if final else "tick_metric_docs", {}) or {}) if cls else {}
-    return {**own, **(BASE_FINAL_DOCS if final else BASE_TICK_DOCS)}
+    return scenario_metric_docs(scenario_class(run["scenario"]))["final" if final else "tick"]
 
 
 def tick_picker(run: dict[str, Any], label: str = "Tick", key: Optional[str] = None) -> Optional[int]:

@@ -10,7 +10,9 @@ import streamlit as st
 
 from analysis import launcher, queries
 from app_pages.common import clear_caches, db_url, engine, page, runs
-from sim.errors import UsageError
+from scenarios.registry import REGISTRY, get_scenario, is_reference
+from sim.core.errors import UsageError
+from sim.tick.config import ScenarioConfig
 
 
 def _widget(f: launcher.FormField, key: str):
@@ -62,8 +64,6 @@ def _progress() -> None:
 
 def _stored_references() -> list[str]:
     """User scenarios (module:Class, file.py:Class) that runs in this store were made with and that still load."""
-    from scenarios import REGISTRY, is_reference
-
     try:  # this page renders without a store; a store that cannot be read only lists no references
         table = runs() if engine(db_url()) is not None else None
     except Exception:  # noqa: BLE001
@@ -75,8 +75,6 @@ def _stored_references() -> list[str]:
 
 
 def render(table: pd.DataFrame) -> None:
-    from scenarios import REGISTRY, get_scenario
-
     st.title("Launch a run")
     if not REGISTRY:
         st.info("No scenario is registered.")
@@ -95,8 +93,6 @@ def render(table: pd.DataFrame) -> None:
     scenario = st.selectbox("Scenario", names, index=names.index(typed) if typed else 0,
                             format_func=lambda n: f"{n} — {REGISTRY.get(n).description}")
     cls = REGISTRY.get(scenario)
-    from sim.model import ScenarioConfig
-
     fields = launcher.form_fields(cls.Config)
     # the scenario's own fields first, then the reward layer's and memory's (shared by every scenario)
     fields.sort(key=lambda f: f.name in ScenarioConfig.model_fields)

@@ -11,16 +11,15 @@ import zipfile
 import pandas as pd
 import streamlit as st
 
+from analysis.frames import run_frames
 from app_pages import charts
 from app_pages.common import choose_run, clear_caches, db_url, metric_docs, page, q
+from sim.store.store import Store
 
 SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "perolat_peace"]
 
 
 def _zip_tables(url: str, run_id: str) -> bytes:
-    from analysis.frames import run_frames
-    from sim.store import Store
-
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, frame in run_frames(Store(url), run_id).items():

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import clear_caches, db_url, page
+from sim.store.store import Store
 
 KEY_METRICS = 6
 
@@ -62,8 +63,6 @@ def render(table: pd.DataFrame) -> None:
                        + (f" — {', '.join(running)} still running." if running else ""))
             y, n = st.columns(2)
             if y.button(f"Yes, delete {len(pending)}", type="primary"):
-                from sim.store import Store
-
                 store = Store(db_url())
                 deleted = sum(store.delete_run(i) for i in pending)
                 st.session_state.pop("confirm_delete", None)

@@ -43,9 +43,9 @@ def end_to_end(n: int, months: int) -> dict:
     """One run through the runner into a fresh SQLite file (call in a subprocess)."""
     import resource
 
-    from sim.config import build_spec
-    from sim.runner import execute
-    from sim.store import Store
+    from sim.runner.config import build_spec
+    from sim.runner.execution import execute
+    from sim.store.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "runs.db"
@@ -67,8 +67,8 @@ def engine_ticks(n: int, months: int, batched: bool = True) -> float:
     """Seconds for the SocietyModel's ticks with no store; `batched=False` asks every fisher one by one."""
     from agents.scripted import ScriptedBackend
     from scenarios import get_scenario
-    from sim.broker import DecisionBroker
-    from sim.config import build_spec
+    from sim.tick.broker import DecisionBroker
+    from sim.runner.config import build_spec
 
     cls = get_scenario("commons")
     if not batched:
@@ -85,7 +85,7 @@ def plain_mesa(n: int, months: int) -> float:
     """Seconds for a plain Mesa model with the same rules."""
     import mesa
 
-    from sim.metrics import equality
+    from sim.reward.metrics import equality
 
     class Fisher(mesa.Agent):
         def __init__(self, model):

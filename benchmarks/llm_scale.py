@@ -34,12 +34,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.llm.local_engine import LocalEngine  # noqa: E402
+from agents.llm.local.llm import LocalLLM  # noqa: E402
 from agents.llm.prompts import render_messages  # noqa: E402
 from benchmarks.llm_throughput import harvest_requests, timed  # noqa: E402  (~200-token prompts after one month)
 from benchmarks.timing import rounds, wall  # noqa: E402
 from scenarios.commons.model import DISPOSITIONS  # noqa: E402
-from sim.spaces import Choice, Text  # noqa: E402
+from sim.core.spaces import Choice, Text  # noqa: E402
 
 OPTIONS = ["none", "fisher 3", "fisher 7", "fisher 12"]
 TARGET_MONTHS = (1, 2)  # months whose 32-agent tick must be >= 4x one call per agent (issue 13)
@@ -214,7 +214,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from agents.llm.local import shared_lm
+    from agents.llm.local.model import shared_lm
 
     t = time.perf_counter()
     lm = shared_lm()
@@ -223,7 +223,7 @@ def main() -> None:
                                  "device_name": torch.cuda.get_device_name(0) if on_gpu else (platform.processor() or platform.machine()),
                                  "cpu_threads": torch.get_num_threads(), "dtype": str(lm.dtype),
                                  "batch_tokens": lm.batch_tokens, "model_load_s": time.perf_counter() - t}}
-    eng = LocalEngine(lm=lm, temperature=0.7)
+    eng = LocalLLM(lm=lm, temperature=0.7)
     results["cpu"] = cpu_section(lm, eng)
     print(json.dumps(results["cpu"], indent=1), file=sys.stderr)
     if not args.quick:

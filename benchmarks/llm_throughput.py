@@ -21,16 +21,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agents.llm.backend import Answer, LLMBackend  # noqa: E402
-from agents.llm.local_engine import LocalEngine  # noqa: E402
+from agents.llm.local.llm import LocalLLM  # noqa: E402
 from agents.llm.prompts import render_messages  # noqa: E402
 from agents.scripted import ScriptedBackend  # noqa: E402
 from scenarios.commons import CommonsConfig, CommonsModel  # noqa: E402
-from sim.broker import DecisionBroker  # noqa: E402
-from sim.config import build_spec  # noqa: E402
-from sim.contracts import CONTRACT  # noqa: E402
-from sim.runner import execute  # noqa: E402
-from sim.spaces import Choice, Text  # noqa: E402
-from sim.store import Store  # noqa: E402
+from sim.tick.broker import DecisionBroker  # noqa: E402
+from sim.runner.config import build_spec  # noqa: E402
+from sim.core.profiles import CONTRACT  # noqa: E402
+from sim.runner.execution import execute  # noqa: E402
+from sim.core.spaces import Choice, Text  # noqa: E402
+from sim.store.store import Store  # noqa: E402
 
 
 def harvest_requests(n: int, seed: int = 0, months_before: int = 3, contract: int = CONTRACT):
@@ -67,7 +67,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from agents.llm.local import LocalLM, shared_lm
+    from agents.llm.local.model import LocalLM, shared_lm
 
     results: dict = {"machine": {"python": platform.python_version(), "torch": torch.__version__,
                                  "cpu_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
@@ -75,7 +75,7 @@ def main() -> None:
     t = time.perf_counter()
     lm = shared_lm()
     results["model"] = {"id": "SmolLM2-135M-Instruct-Q4_1", "device": lm.device, "dtype": str(lm.dtype), "load_s": time.perf_counter() - t}
-    eng = LocalEngine(lm=lm, temperature=0.7)
+    eng = LocalLLM(lm=lm, temperature=0.7)
     reqs = harvest_requests(64)
     msgs = [render_messages(r) for r in reqs]
     prompts = [lm.render(m) for m in msgs]
@@ -94,7 +94,7 @@ def main() -> None:
 
     # 2. batched tick vs one call per agent, 32 agents: month-2 prompts (~200 tokens, the target's
     #    setting) and the month-4 prompts above (~285 tokens, three months of memory)
-    from agents.llm.local import _common_prefix
+    from agents.llm.local.layout import common_prefix as _common_prefix
 
     n = 32
     for label, (rs, ms) in {"tick_32_number_200tok": _month(n, 1), "tick_32_number": (reqs[:n], msgs[:n])}.items():
@@ -145,7 +145,7 @@ def main() -> None:
         def answer(self, rs, ms):
             return [Answer(r.default) for r in rs]
 
-    backend = LLMBackend("instant", {"temperature": 0.7}, engine=Instant())
+    backend = LLMBackend("instant", {"temperature": 0.7}, llm=Instant())
     broker = DecisionBroker({"llm": backend})
     many = reqs * 16
     per = timed(lambda: broker.decide(many), 3) / len(many)
@@ -174,7 +174,7 @@ def main() -> None:
         other = "fp32" if "bfloat16" in str(lm.dtype) else "bf16"
         try:
             lm2 = LocalLM(dtype=other)
-            e2 = LocalEngine(lm=lm2)
+            e2 = LocalLLM(lm=lm2)
             e2.answer(reqs[:4], msgs[:4])
             t_other = timed(lambda: e2.answer(reqs[:n], msgs[:n]), repeat)
             results["dtype_32_number"] = {str(lm.dtype): batched, other: t_other}

@@ -26,10 +26,10 @@ from agents.scripted import ScriptedBackend  # noqa: E402
 from scenarios.market import MarketConfig, MarketModel  # noqa: E402
 from scenarios.market.data import generate  # noqa: E402
 from scenarios.market.search import SearchIndex  # noqa: E402
-from sim.broker import DecisionBroker  # noqa: E402
-from sim.config import build_spec  # noqa: E402
-from sim.runner import execute  # noqa: E402
-from sim.store import Store  # noqa: E402
+from sim.tick.broker import DecisionBroker  # noqa: E402
+from sim.runner.config import build_spec  # noqa: E402
+from sim.runner.execution import execute  # noqa: E402
+from sim.store.store import Store  # noqa: E402
 
 
 def scripted(customers: int, businesses: int, search: str) -> dict:
@@ -57,7 +57,7 @@ def scripted(customers: int, businesses: int, search: str) -> dict:
 
 def llm(customers: int, businesses: int) -> dict:
     from agents.llm.backend import LLMBackend
-    from agents.llm.local_engine import LocalEngine
+    from agents.llm.local.llm import LocalLLM
 
     batches: list[dict] = []
 
@@ -69,7 +69,7 @@ def llm(customers: int, businesses: int) -> dict:
                             "agents": len({r.agent_id for r in requests}), "seconds": round(time.perf_counter() - t, 2)})
             return out
 
-    engine = LocalEngine()
+    engine = LocalLLM()
     t = time.perf_counter()
     engine.lm
     load_s = time.perf_counter() - t

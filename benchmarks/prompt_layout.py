@@ -72,11 +72,11 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from agents.llm.local import shared_lm
-    from agents.llm.local_engine import LocalEngine
+    from agents.llm.local.model import shared_lm
+    from agents.llm.local.llm import LocalLLM
 
     lm = shared_lm()
-    eng = LocalEngine(lm=lm, temperature=0.7)
+    eng = LocalLLM(lm=lm, temperature=0.7)
     rows = []
     for month in args.months:
         for name in args.variants:

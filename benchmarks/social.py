@@ -58,9 +58,9 @@ def _peak_mb() -> float:
 def case_scripted(agents: int, ticks: int) -> dict:
     import scenarios
     from sim import broker as broker_mod
-    from sim.config import build_spec
-    from sim.runner import execute
-    from sim.store import Store
+    from sim.runner.config import build_spec
+    from sim.runner.execution import execute
+    from sim.store.store import Store
 
     timers: dict[str, float] = defaultdict(float)
     scenarios.REGISTRY["social"] = _timed_class(scenarios.REGISTRY["social"], timers)
@@ -141,9 +141,9 @@ def case_llm(agents: int, feed_size: int, stand_in: bool = False) -> dict:
     from agents.llm.factory import make_llm_backend
     from agents.scripted import ScriptedBackend
     from scenarios.social.model import SocialModel
-    from sim.broker import DecisionBroker
-    from sim.config import build_spec
-    from sim.contracts import Decision
+    from sim.tick.broker import DecisionBroker
+    from sim.runner.config import build_spec
+    from sim.core.contracts import Decision
 
     class StandIn(ScriptedBackend):
         """Warm-up answers for `llm` requests: the scripted strategy; stances 'neutral'."""
@@ -167,7 +167,7 @@ def case_llm(agents: int, feed_size: int, stand_in: bool = False) -> dict:
     if stand_in:
         from agents.llm.backend import LLMBackend
 
-        backend = LLMBackend("stand-in", {}, engine=CountingEngine())
+        backend = LLMBackend("stand-in", {}, llm=CountingEngine())
         load_s = 0.0
     else:
         backend = make_llm_backend(spec, None)

@@ -6,7 +6,7 @@ A page asks for generated content with a marker on a line of its own:
     <!-- gen: metrics NAME -->    its per-tick and final metrics with their formulas and sources
     <!-- gen: configs NAME -->    its built-in config files with their leading comment
     <!-- gen: scenarios -->       every registered scenario, with a link to its page
-    <!-- gen: llm -->             the llm.* keys (sim.contracts.LLMSpec)
+    <!-- gen: llm -->             the llm.* keys (sim.core.spec.LLMSpec)
     <!-- gen: cli -->             every `societas` command: usage, help and options (walked from the typer app)
 
 Nothing generated is committed, so nothing can go stale. A registered scenario without a
@@ -57,17 +57,15 @@ def _scenario(name: str) -> Any:
 
 
 def _fields_table(model: Any, prefix: str = "") -> str:
-    from sim.cli import _fields
-
-    from sim.model import ScenarioConfig
+    from sim.core.fields import describe_fields
+    from sim.tick.config import ScenarioConfig
 
     shared = set(ScenarioConfig.model_fields) if model is not ScenarioConfig else set()
     rows = ["| key | type | default | bounds | meaning |", "| --- | --- | --- | --- | --- |"]
     # the scenario's own keys first, then those every scenario has (reward layer, population, memory)
-    for f in sorted(_fields(model), key=lambda f: f["name"] in shared):
-        default = f["default"]
-        default = "—" if default is None else _code(default if not isinstance(default, list) else default or "[]")
-        rows.append(f"| `{prefix}{f['name']}` | {_cell(f['type'])} | {default} | {_cell(f['bounds'])} | {_cell(f['help'])} |")
+    for f in sorted(describe_fields(model), key=lambda f: f.name in shared):
+        default = "—" if f.default is None else _code(f.default if not isinstance(f.default, list) else f.default or "[]")
+        rows.append(f"| `{prefix}{f.name}` | {_cell(f.type_name)} | {default} | {_cell(f.bounds)} | {_cell(f.help)} |")
     return "\n".join(rows)
 
 
@@ -81,7 +79,7 @@ def gen_config(name: str, page: str = "") -> str:
 
 
 def gen_metrics(name: str, page: str = "") -> str:
-    from sim.model import BASE_FINAL_DOCS, BASE_TICK_DOCS
+    from sim.reward.docs import BASE_FINAL_DOCS, BASE_TICK_DOCS
 
     cls = _scenario(name)
     parts = []
@@ -137,19 +135,19 @@ def gen_scenarios(_: str | None = None, page: str = "") -> str:
 
 
 def gen_llm(_: str | None = None, page: str = "") -> str:
-    from sim.contracts import LLMSpec
+    from sim.core.spec import LLMSpec
 
     return _fields_table(LLMSpec, prefix="llm.")
 
 
 def _type_text(p: Any) -> str:
-    from sim.cli import _type_name
+    from sim.core.fields import type_name
 
     desc = getattr(p, "type_descriptor", None)
     annotation = getattr(desc, "annotation", None)
     if annotation is None:
         return getattr(getattr(p, "type", None), "name", "") or ""
-    text = _type_name(annotation)
+    text = type_name(annotation)
     return text[len("list["):-1] if p.multiple and text.startswith("list[") else text
 
 

@@ -2,36 +2,32 @@
 
 The public Python API (see `sim.api`), importable from here:
 
-    from sim import run, load_run, runs, load_sweep, configure, spec, Result
+    from sim import run, load_run, runs, load_sweep, configure, spec, Result, UsageError, RunFailed
     from sim import register, register_strategy, register_template, PromptTemplate
 
-Names are resolved on first use, so `import sim.<module>` stays light (the CLI starts fast).
-`register` and `register_strategy` come from `scenarios` (user-defined scenarios and scripted
-strategies), `register_template` and `PromptTemplate` from `agents.llm.prompts` (prompt templates).
+The engine is in layers, each importing only those below it: `sim.core` (contracts) → `sim.reward`,
+`sim.store` → `agents` → `sim.tick` → `scenarios` → `sim.runner` → `analysis` → `sim.api`, `sim.cli`.
+This package's own names are resolved on first use (PEP 562): importing `sim.core.spaces` must not
+import the top of the stack, which stands on it.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["Result", "configure", "spec", "run", "load_run", "runs", "load_sweep", "register", "register_strategy",
-           "register_template", "PromptTemplate"]
-_FROM = {"register": "scenarios", "register_strategy": "scenarios",
+           "register_template", "PromptTemplate", "UsageError", "RunFailed"]
+_FROM = {"register": "scenarios.registry", "register_strategy": "scenarios.registry",
          "register_template": "agents.llm.prompts", "PromptTemplate": "agents.llm.prompts"}
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from agents.llm.prompts import PromptTemplate, register_template
-    from scenarios import register, register_strategy
-    from sim.api import Result, configure, load_run, load_sweep, run, runs, spec
+    from scenarios.registry import register, register_strategy
+    from sim.api import Result, RunFailed, UsageError, configure, load_run, load_sweep, run, runs, spec
 
 
 def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        import importlib
-
-        return getattr(importlib.import_module(_FROM[name]), name)
     if name in __all__:
-        from sim import api
-
-        return getattr(api, name)
+        return getattr(importlib.import_module(_FROM.get(name, "sim.api")), name)
     raise AttributeError(f"module 'sim' has no attribute {name!r}")

@@ -11,7 +11,6 @@ the app. Everything returned is plain data or a pandas DataFrame.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,17 +20,20 @@ from typing import Any, Optional, Union
 import pandas as pd
 from pydantic import BaseModel
 
-from sim.contracts import RunSpec
-from sim.store import Store
+from analysis.frames import run_frames
+from analysis.sweeps import sweep_frame
+from scenarios.registry import get_scenario
+from sim.core.errors import UsageError
+from sim.core.spec import RunSpec
+from sim.runner.backends import preflight
+from sim.runner.config import build_spec, validate_config
+from sim.runner.execution import RunFailed, execute
+from sim.store.schema import DEFAULT_URL as DEFAULT_DB
+from sim.store.schema import default_url as default_db
+from sim.store.store import Store
 
-DEFAULT_DB = "sqlite:///runs.db"
-
-__all__ = ["DEFAULT_DB", "Result", "configure", "spec", "run", "load_run", "runs", "load_sweep", "default_db"]
-
-
-def default_db(db: Optional[str] = None) -> str:
-    """The store URL: `db`, else $SOCIETAS_DB, else runs.db in the current directory (as the CLI)."""
-    return db or os.environ.get("SOCIETAS_DB") or DEFAULT_DB
+__all__ = ["DEFAULT_DB", "Result", "configure", "spec", "run", "load_run", "runs", "load_sweep", "default_db",
+           "UsageError", "RunFailed"]
 
 
 def _open(db: Union[str, Store, None], *, create: bool) -> Store:
@@ -46,9 +48,6 @@ def configure(scenario: Union[str, type], **fields: Any) -> BaseModel:
 
     Raises `sim.errors.UsageError` naming the field and what is allowed when a value is bad.
     """
-    from scenarios import get_scenario
-    from sim.config import validate_config
-
     return validate_config(get_scenario(scenario).Config, fields)
 
 
@@ -69,8 +68,6 @@ def spec(
     name, a reference or a class; the spec stores a reference a later process can load (see
     `scenarios.reference_of`).
     """
-    from sim.config import build_spec
-
     return build_spec(scenario, config_file=str(config_file) if config_file else None, sets=sets, seed=seed,
                       policy=policy, ticks=ticks, llm=dict(llm) if llm else None, overrides=fields)
 
@@ -90,8 +87,6 @@ class Result:
 
     @cached_property
     def _frames(self) -> dict[str, pd.DataFrame]:
-        from analysis.frames import run_frames
-
         return run_frames(self.store, self.run_id)
 
     @property
@@ -142,23 +137,17 @@ def run(
 
     `scenario` is a registered name, a `module:Class` / `path/to/file.py:Class` reference or a
     `SocietyModel` subclass (with config `fields`, a `config_file`, `seed`, `policy`,
-    `ticks`, `llm` settings) or a ready RunSpec. A failed run raises `sim.runner.RunFailed`
-    (its committed ticks stay stored); bad input raises `sim.errors.UsageError` and stores nothing.
+    `ticks`, `llm` settings) or a ready RunSpec. A failed run raises `sim.RunFailed`
+    (its committed ticks stay stored); bad input raises `sim.UsageError` and stores nothing.
     `progress(tick, total, record)` is called after every committed tick.
     """
-    from scenarios import get_scenario
-    from sim.runner import execute, needs_llm
-
     if isinstance(scenario, RunSpec):
         if config_file or seed is not None or policy or ticks is not None or llm or fields:
             raise TypeError("run(spec) takes the spec as it is: build a new one with sim.spec(...) to change it")
         the_spec = scenario
     else:
         the_spec = spec(scenario, config_file=config_file, seed=seed, policy=policy, ticks=ticks, llm=llm, **fields)
-    if needs_llm(the_spec, get_scenario(the_spec.scenario)):
-        from agents.llm.factory import preflight
-
-        preflight(the_spec)  # a bad model path or chat class is bad input: found before anything is stored
+    preflight(the_spec)  # a bad model path or chat class is bad input: found before anything is stored
     store = _open(db, create=True)
     r = execute(the_spec, store, progress=progress)
     return Result(r.run_id, r.scenario, r.status, r.ticks, r.metrics, r.reason, r.fallbacks, store)
@@ -187,8 +176,6 @@ def runs(db: Union[str, Store, None] = None, *, scenario: Optional[str] = None) 
 
 def load_sweep(sweep_id: str, db: Union[str, Store, None] = None) -> pd.DataFrame:
     """A sweep's runs, one row each, with its grid's fields as columns (`frame.attrs['keys']`) and final metrics."""
-    from analysis.sweeps import sweep_frame
-
     frame, keys = sweep_frame(_open(db, create=False), sweep_id)
     frame.attrs["keys"] = list(keys)
     return frame

@@ -1,9 +1,5 @@
-"""Errors the CLI turns into a one-line message and exit code 2."""
+"""Public: the errors bad input raises (`sim.core.errors`), where scripts have always imported them from."""
 
+from sim.core.errors import ModelLoadError, UsageError
 
-class UsageError(Exception):
-    """Bad input from the user: a name, a value, a file or a URL. Nothing was written."""
-
-
-class ModelLoadError(UsageError):
-    """A model named by the user cannot be loaded: bad input, even when found only at first use."""
+__all__ = ["UsageError", "ModelLoadError"]

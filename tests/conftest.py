@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.store import Store
+from sim.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
 import pytest
 
 import sim
-from sim.errors import UsageError
+from sim.core.errors import UsageError
 
 
 def test_run_from_code_stores_a_run_the_cli_can_read(db_url):

@@ -18,9 +18,9 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from scenarios import REGISTRY  # noqa: E402
-from sim.config import build_spec  # noqa: E402
-from sim.runner import RunFailed, execute  # noqa: E402
-from sim.store import Store  # noqa: E402
+from sim.runner.config import build_spec  # noqa: E402
+from sim.runner.execution import RunFailed, execute  # noqa: E402
+from sim.store.store import Store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")

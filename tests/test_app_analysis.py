@@ -11,10 +11,11 @@ from sqlmodel import Session
 from analysis import compare as cmp
 from analysis import launcher, network as net, queries
 from scenarios import REGISTRY
-from sim.config import build_spec
-from sim.errors import UsageError
-from sim.runner import execute
-from sim.store import EventRow, Store
+from sim.runner.config import build_spec
+from sim.core.errors import UsageError
+from sim.runner.execution import execute
+from sim.store.store import Store
+from sim.store.tables import EventRow
 
 
 def test_open_reader_never_creates_a_database(tmp_path):

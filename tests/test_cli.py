@@ -4,7 +4,7 @@
 import pytest
 
 from tests.conftest import cli, cli_json
-from sim.store import Store
+from sim.store.store import Store
 
 
 def test_run_json_reports_govsim_case(db_url):

@@ -14,16 +14,17 @@ import pytest
 from sqlalchemy import text
 
 from agents.scripted import ScriptedBackend
+from sim.core.backend import Backend
 from scenarios.commons.model import CommonsModel
-from sim import metrics
-from sim.broker import DecisionBroker
-from sim.config import build_spec
-from sim.contracts import Decision, DecisionColumns, RequestBatch, values_by_agent
-from sim.model import AgentStepRecord, StepColumns
-from sim.rng import CounterRandom, SeedStream, randbelow_many
-from sim.runner import execute
-from sim.spaces import Number
-from sim.store import dumps
+from sim.reward import metrics
+from sim.tick.broker import DecisionBroker
+from sim.runner.config import build_spec
+from sim.core.contracts import Decision, DecisionColumns, RequestBatch, values_by_agent
+from sim.core.records import AgentStepRecord, StepColumns
+from sim.core.rng import CounterRandom, SeedStream, randbelow_many
+from sim.runner.execution import execute
+from sim.core.spaces import Number
+from sim.store.encoding import dumps
 
 
 def test_seeds_for_many_are_the_one_by_one_seeds_under_both_versions():
@@ -124,7 +125,7 @@ def test_a_batched_harvest_stores_what_asking_one_by_one_stores(sets, store, tmp
         assert any(h["rationed"] for h in harvests) or judged
 
 
-class _Answers:
+class _Answers(Backend):
     """A backend answering a batch with given values, in columns or one by one."""
 
     name = "scripted"

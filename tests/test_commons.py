@@ -2,8 +2,8 @@
 
 import pytest
 
-from sim.config import build_spec
-from sim.runner import execute
+from sim.runner.config import build_spec
+from sim.runner.execution import execute
 
 
 def run(store, seed=0, **fields):
@@ -93,7 +93,7 @@ def _llm_fishers(contract: int, months: int, **fields):
 
     from agents.scripted import ScriptedBackend
     from scenarios.commons.model import CommonsConfig, CommonsModel
-    from sim.broker import DecisionBroker
+    from sim.tick.broker import DecisionBroker
 
     cfg = CommonsConfig(fishers=4, months=12, strategy="conditional", **fields)
     scripted = ScriptedBackend(CommonsModel.strategies)

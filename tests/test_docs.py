@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from scenarios import REGISTRY
-from sim.model import BASE_FINAL_DOCS, BASE_TICK_DOCS
+from sim.reward.docs import BASE_FINAL_DOCS, BASE_TICK_DOCS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,7 +147,7 @@ def test_scenario_pages_hold_their_generated_config_and_metrics(site: Path):
             assert field in text, (name, field)
         for metric in [*cls.final_metric_docs, *cls.tick_metric_docs]:
             assert metric in text, (name, metric)
-        from sim.cli import _type_name
+        from sim.core.fields import type_name as _type_name
 
         numeric = [(f, i) for f, i in cls.Config.model_fields.items() if i.annotation in (int, float)]
         assert numeric, name

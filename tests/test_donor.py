@@ -4,9 +4,9 @@ import pytest
 
 from agents.scripted import ScriptedBackend
 from scenarios.donor.strategies import STRATEGIES
-from sim.config import build_spec
-from sim.errors import UsageError
-from sim.runner import execute
+from sim.runner.config import build_spec
+from sim.core.errors import UsageError
+from sim.runner.execution import execute
 
 
 def run(store, seed=0, backends=None, **fields):

@@ -15,9 +15,9 @@ import pytest
 
 from scenarios.commons.model import stated_limit
 from sim import cli as cli_mod
-from sim.config import build_spec
-from sim.runner import execute
-from sim.store import Store
+from sim.runner.config import build_spec
+from sim.runner.execution import execute
+from sim.store.store import Store
 from tests.conftest import ROOT, cli
 
 
@@ -164,7 +164,7 @@ def test_final_metrics_are_whole_run_figures_apart_from_the_tick_table(store):
 
 
 def test_non_finite_final_metrics_are_reported_as_null():
-    from sim.runner import _summary
+    from sim.runner.execution import final_summary
 
     class M:
         tick = 3
@@ -172,7 +172,7 @@ def test_non_finite_final_metrics_are_reported_as_null():
         def summary(self):
             return {"ok": 1.5, "bad": float("nan"), "worse": float("inf"), "none": None}
 
-    out = _summary(M())  # type: ignore[arg-type]
+    out = final_summary(M())  # type: ignore[arg-type]
     assert out == {"ok": 1.5, "bad": None, "worse": None, "none": None}
     json.dumps(out, allow_nan=False)
 
@@ -183,7 +183,7 @@ def test_every_metric_is_documented():
     for name, cls in REGISTRY.items():
         spec = build_spec(name, ticks=2)
         r = execute(spec, Store("sqlite://"))
-        docs = {**cls.final_metric_docs, **__import__("sim.model", fromlist=["x"]).BASE_FINAL_DOCS}
+        docs = cls.metric_docs()["final"]
         assert set(r.metrics) <= set(docs), (name, set(r.metrics) - set(docs))
 
 
@@ -304,6 +304,7 @@ def test_exports_are_byte_identical_and_empty_tables_keep_their_columns(capsys, 
 
 
 def test_list_shows_who_decided_and_marks_replays_and_cached_reruns(store):
+    from agents.llm.cache import CachedBackend
     from agents.llm.backend import Answer, LLMBackend
     from agents.scripted import ScriptedBackend
     from analysis.summary import run_row
@@ -319,7 +320,7 @@ def test_list_shows_who_decided_and_marks_replays_and_cached_reruns(store):
     strategies = get_scenario("commons").strategies
 
     def backends():
-        return {"scripted": ScriptedBackend(strategies), "llm": LLMBackend("fixed", {}, engine=Fixed(), store=store)}
+        return {"scripted": ScriptedBackend(strategies), "llm": CachedBackend(LLMBackend("fixed", {}, llm=Fixed()), store)}
 
     first = execute(spec, store, backends=backends())
     again = execute(spec, store, backends=backends())

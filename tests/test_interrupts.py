@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from sim.interrupts import Terminated, shielded, stop_signals
+from sim.core.interrupts import Terminated, shielded, stop_signals
 
 
 def test_a_signal_inside_a_shielded_block_is_raised_when_it_ends():

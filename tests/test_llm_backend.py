@@ -10,17 +10,21 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from agents.llm.cache import CachedBackend
+
+from sim.core.backend import ReplayMode
+
 from agents.llm.backend import Answer, LLMBackend
-from agents.llm.cache import cache_key
-from agents.llm.langchain_engine import LangChainEngine
+from agents.llm.keys import cache_key
+from agents.llm.chat import ChatLLM
 from agents.llm.parse import parse_answer
 from agents.scripted import ScriptedBackend
 from scenarios import get_scenario
-from sim.broker import BackendUnavailable
-from sim.config import build_spec
-from sim.contracts import DecisionRequest
-from sim.runner import RunFailed, execute
-from sim.spaces import Choice, Form, Number, SpaceError, Text
+from sim.core.backend import BackendUnavailable
+from sim.runner.config import build_spec
+from sim.core.contracts import DecisionRequest
+from sim.runner.execution import RunFailed, execute
+from sim.core.spaces import Choice, Form, Number, SpaceError, Text
 
 NUM = Number(0, 20, 1)
 
@@ -32,7 +36,7 @@ def req(agent=1, space=NUM, default=0.0, seed=1, question="How many?"):
 
 def engine(chat, **kw):
     kw.setdefault("backoff_s", 0.01)
-    return LangChainEngine(chat, "fake", **kw)
+    return ChatLLM(chat, "fake", **kw)
 
 
 def test_parse_answer_per_space():
@@ -56,7 +60,7 @@ def test_unparseable_answer_is_retried_then_used():
 def test_persistently_unparseable_answer_falls_back_visibly(store):
     """After the bounded retries the scenario default is used and the decision is marked fallback."""
     chat = FakeListChatModel(responses=["banana"])
-    backend = LLMBackend("fake", {}, engine=engine(chat, max_retries=2), store=store)
+    backend = CachedBackend(LLMBackend("fake", {}, llm=engine(chat, max_retries=2)), store)
     [d] = backend.decide_batch([req(default=5.0)])
     assert d.fallback and d.value == 5.0 and d.attempts == 3 and "unparseable" in d.reason
     [call] = backend.drain_calls()
@@ -119,7 +123,7 @@ def test_one_failing_agent_degrades_only_itself():
 
 def _llm_backends(spec, store, chat, **kw):
     cls = get_scenario(spec.scenario)
-    llm = LLMBackend("fake-" + type(chat).__name__, {"t": 0}, engine=engine(chat, **kw), store=store)
+    llm = CachedBackend(LLMBackend("fake-" + type(chat).__name__, {"t": 0}, llm=engine(chat, **kw)), store)
     return {"scripted": ScriptedBackend(cls.strategies), "llm": llm}
 
 
@@ -154,7 +158,7 @@ def test_rerun_is_served_from_cache_and_identical(store):
     cls = get_scenario("commons")
 
     def backends(eng):
-        return {"scripted": ScriptedBackend(cls.strategies), "llm": LLMBackend("counting", {}, engine=eng, store=store)}
+        return {"scripted": ScriptedBackend(cls.strategies), "llm": CachedBackend(LLMBackend("counting", {}, llm=eng), store)}
 
     first, second = Counting(), Counting()
     a = execute(spec, store, backends=backends(first))
@@ -169,9 +173,9 @@ def test_rerun_is_served_from_cache_and_identical(store):
 
 def test_cache_only_backend_refuses_misses(store):
     """Replay mode never calls a model: a miss is an error naming the agent and tick."""
-    from agents.llm.backend import CacheMiss
+    from agents.llm.cache import CacheMiss
 
-    backend = LLMBackend("counting", {}, engine_factory=lambda: pytest.fail("model loaded"), store=store, cache_only=True)
+    backend = CachedBackend(LLMBackend("counting", {}, llm_factory=lambda: pytest.fail("model loaded")), store, ReplayMode())
     with pytest.raises(CacheMiss, match="agent 1 at tick 1"):
         backend.decide_batch([req()])
 
@@ -193,7 +197,7 @@ def test_mixed_population_routes_each_agent_to_its_backend(store):
                       sets=["population=[{count: 4, policy: llm}, {count: 1, policy: scripted, strategy: greedy}]"])
     cls = get_scenario("commons")
     eng = Counting()
-    r = execute(spec, store, backends={"scripted": ScriptedBackend(cls.strategies), "llm": LLMBackend("c", {}, engine=eng, store=store)})
+    r = execute(spec, store, backends={"scripted": ScriptedBackend(cls.strategies), "llm": CachedBackend(LLMBackend("c", {}, llm=eng), store)})
     assert eng.batches == [4]
     steps = store.steps(r.run_id)
     assert [s.backend for s in steps] == ["llm"] * 4 + ["scripted"]
@@ -215,7 +219,7 @@ def test_concurrency_limit_is_respected():
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content="1"))])
 
     reqs = [req(agent=i) for i in range(12)]
-    answers = LangChainEngine(Probe(), "probe-limit", max_concurrency=3).answer(reqs, [[{"role": "user", "content": "q"}]] * 12)
+    answers = ChatLLM(Probe(), "probe-limit", max_concurrency=3).answer(reqs, [[{"role": "user", "content": "q"}]] * 12)
     assert all(a.value == 1.0 for a in answers) and peak[0] <= 3
 
 
@@ -229,7 +233,7 @@ def test_feedback_mode_decides_what_the_prompt_shows(store, feedback, dense):
     spec = build_spec("commons", policy="llm", ticks=2, seed=1, sets=[f"feedback={feedback}"])
     cls = get_scenario("commons")
     r = execute(spec, store, backends={"scripted": ScriptedBackend(cls.strategies),
-                                       "llm": LLMBackend("counting", {}, engine=Counting(), store=store)})
+                                       "llm": CachedBackend(LLMBackend("counting", {}, llm=Counting()), store)})
     prompt = _prompts_of(store, r.run_id, 2)[1]
     assert "Last round: reward" in prompt
     assert ("equality" in prompt) is dense and ("stock" in prompt.split("Last round:")[1]) is dense
@@ -241,7 +245,7 @@ def test_persona_and_memory_reach_the_prompt_and_the_store(store):
                       sets=["population=[{count: 2, persona: a cautious elder}, {count: 3}]"])
     cls = get_scenario("commons")
     r = execute(spec, store, backends={"scripted": ScriptedBackend(cls.strategies),
-                                       "llm": LLMBackend("counting", {}, engine=Counting(), store=store)})
+                                       "llm": CachedBackend(LLMBackend("counting", {}, llm=Counting()), store)})
     prompts = _prompts_of(store, r.run_id, 2)
     assert "a cautious elder" in prompts[1] and "a cautious elder" not in prompts[3]
     assert "month 1: I caught" in prompts[1]
@@ -261,9 +265,9 @@ def test_the_built_in_prompt_follows_the_runs_contract(store):
     ends = {}
     for spec in (new, old):
         made = make_llm_backend(spec, store)
-        by_hand = LLMBackend("m", {}, engine=object(), store=store)
+        by_hand = CachedBackend(LLMBackend("m", {}, llm=object()), store)
         by_hand.bind("run", spec)
-        texts = {b.keys([r])[0][0][-1]["content"] for b in (made, by_hand)}
+        texts = {b.backend.render([r])[0][-1]["content"] for b in (made, by_hand)}
         assert len(texts) == 1
         ends[spec.contract] = texts.pop().splitlines()[-1]
     assert ends[4] == "Answer with a number from 0 to 68 in steps of 1."

@@ -2,14 +2,16 @@
 
 import pytest
 
+from agents.llm.cache import CachedBackend
+
 from agents.llm.backend import LLMBackend
-from agents.llm.local_engine import LocalEngine
+from agents.llm.local.llm import LocalLLM
 from agents.scripted import ScriptedBackend
 from scenarios import get_scenario
-from sim.config import build_spec
-from sim.contracts import DecisionRequest
-from sim.runner import execute
-from sim.spaces import Choice, Number, Text
+from sim.runner.config import build_spec
+from sim.core.contracts import DecisionRequest
+from sim.runner.execution import execute
+from sim.core.spaces import Choice, Number, Text
 from tests.conftest import cli, cli_json
 
 pytestmark = pytest.mark.slow
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def lm():
-    from agents.llm.local import shared_lm
+    from agents.llm.local.model import shared_lm
 
     return shared_lm()
 
@@ -38,8 +40,8 @@ REQS = [
 
 def test_batch_independence(lm):
     """The same request gets the same decision alone and inside a batch of others."""
-    eng = LocalEngine(lm=lm)
-    backend = LLMBackend(eng.model_id, eng.sampling, engine=eng)
+    eng = LocalLLM(lm=lm)
+    backend = LLMBackend(eng.model_id, eng.sampling, llm=eng)
     together = backend.decide_batch(REQS)
     alone = [backend.decide_batch([r])[0] for r in REQS]
     assert [d.value for d in together] == [d.value for d in alone]
@@ -53,9 +55,9 @@ def test_llm_commons_run_is_valid_stored_and_replayed_from_cache(db_url, store, 
     cls = get_scenario("commons")
 
     def backends(engine):
-        return {"scripted": ScriptedBackend(cls.strategies), "llm": LLMBackend(engine.model_id, engine.sampling, engine=engine, store=store)}
+        return {"scripted": ScriptedBackend(cls.strategies), "llm": CachedBackend(LLMBackend(engine.model_id, engine.sampling, llm=engine), store)}
 
-    first = execute(spec, store, backends=backends(LocalEngine(lm=lm)))
+    first = execute(spec, store, backends=backends(LocalLLM(lm=lm)))
     steps = store.steps(first.run_id)
     assert len(steps) == 5 * first.ticks and not any(s.fallback for s in steps)
     for s in steps:
@@ -63,7 +65,7 @@ def test_llm_commons_run_is_valid_stored_and_replayed_from_cache(db_url, store, 
         assert isinstance(s.action["talk"], str) and s.action["talk"]
     assert len(store.llm_calls(first.run_id)) == 10 * first.ticks
 
-    class NoModel(LocalEngine):
+    class NoModel(LocalLLM):
         @property
         def lm(self):
             raise AssertionError("the model was needed for a cached rerun")
@@ -116,7 +118,7 @@ def test_langchain_path_with_local_chat_model(db_url):
 
 def test_model_path_flag_loads_a_gguf_file(db_url):
     """`--model PATH.gguf` loads that file the same way as the embedded default."""
-    from agents.llm.local import embedded_model_path
+    from agents.llm.local.ids import embedded_model_path
 
     path = str(embedded_model_path())
     out = cli_json("run", "commons", "--policy", "llm", "--ticks", "1", "--model", path, db=db_url)
@@ -129,7 +131,7 @@ def test_concurrent_first_use_loads_the_model_once():
     """Threads asking for the shared model at once get one instance (one load, not one per thread)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from agents.llm import local
+    from agents.llm.local import model as local
 
     key = (None, None, None, 63)  # a key no other test uses: the four threads race on a real first load
     assert key not in local._SHARED

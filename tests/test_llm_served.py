@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.spaces import Choice, Form, Number, Text
+from sim.core.spaces import Choice, Form, Number, Text
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ def server():
     why = _missing()
     if why:
         pytest.skip(why)
-    from agents.llm.local import embedded_model_path
+    from agents.llm.local.ids import embedded_model_path
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -110,10 +110,10 @@ def test_fishery_through_the_served_model_is_valid_by_construction(server, tmp_p
 
 def test_every_space_served_under_grammar_and_strictly_parsed(server):
     """Choice, negative/continuous Number, Text and Form under llama.cpp grammars; unconstrained calls bounded."""
-    from agents.llm.langchain_engine import LangChainEngine
+    from agents.llm.chat import ChatLLM
     from agents.llm.prompts import render_messages
     from agents.llm.structured import max_tokens_for
-    from sim.contracts import DecisionRequest
+    from sim.core.contracts import DecisionRequest
 
     spaces = [Choice(["cooperate", "defect"]), Number(-5, 5, 0), Text(8),
               Form({"give": Number(0, 10, 1), "to": Choice(["fisher 1", "fisher 2"])})]
@@ -121,13 +121,13 @@ def test_every_space_served_under_grammar_and_strictly_parsed(server):
     reqs = [DecisionRequest(agent_id=k, tick=1, phase="p", space=s, default=d, backend="llm", context="A lake with fish.",
                             question="What do you do?", seed=100 + k) for k, (s, d) in enumerate(zip(spaces, defaults))]
     msgs = [render_messages(r) for r in reqs]
-    answers = LangChainEngine(_chat(server), "served", structured="llama_cpp", max_retries=0).answer(reqs, msgs)
+    answers = ChatLLM(_chat(server), "served", structured="llama_cpp", max_retries=0).answer(reqs, msgs)
     for r, a in zip(reqs, answers):
         assert a.error is None and a.attempts == 1, (r.space, a.raw, a.error)
         assert r.space.validate(a.value) == a.value
         assert a.tokens_out <= max_tokens_for(r.space, "llama_cpp")
     # without a constraint the bound still holds, and a value is only ever the whole (or marked) answer
-    free = LangChainEngine(_chat(server), "free", structured="none", max_retries=0).answer(reqs[:1] * 2, msgs[:1] * 2)
+    free = ChatLLM(_chat(server), "free", structured="none", max_retries=0).answer(reqs[:1] * 2, msgs[:1] * 2)
     for a in free:
         assert a.tokens_out <= max_tokens_for(reqs[0].space, "none")
         assert a.error is not None or a.raw.strip().strip('."*').lower() == a.value

@@ -14,13 +14,15 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from agents.llm.cache import CachedBackend
+
 from agents.llm.backend import LLMBackend
-from agents.llm.langchain_engine import LangChainEngine
+from agents.llm.chat import ChatLLM
 from agents.llm.parse import parse_strict
 from agents.llm.structured import (call_kwargs, gbnf, int_range_gbnf, int_range_regex, json_schema, max_tokens_for,
                                    number_regex, resolve_mode, response_format, vllm_fields)
-from sim.contracts import DecisionRequest
-from sim.spaces import Choice, Form, Number, SpaceError, Text
+from sim.core.contracts import DecisionRequest
+from sim.core.spaces import Choice, Form, Number, SpaceError, Text
 
 NUM = Number(0, 20, 1)
 FORM = Form({"give": Number(0, 10, 1), "to": Choice(["a", "b"]), "note": Text(4)})
@@ -126,7 +128,7 @@ def req(space=NUM, default=0.0, agent=1, seed=11):
 def test_each_call_carries_its_spaces_constraint_and_bound(mode, key):
     """The engine sends every request its own constraint, seed and max_tokens; the user's extra_body is kept."""
     chat = Recorder(calls=[], extra_body={"top_k": 5}, answer='{"answer": 7}' if mode == "json_schema" else "7")
-    eng = LangChainEngine(chat, "rec", structured=mode, max_concurrency=2)
+    eng = ChatLLM(chat, "rec", structured=mode, max_concurrency=2)
     answers = eng.answer([req(seed=11), req(Number(0, 500, 1), agent=2, seed=12)], [[{"role": "user", "content": "q"}]] * 2)
     assert [a.value for a in answers] == [7.0, 7.0] and all(a.error is None for a in answers)
     calls = sorted(chat.calls, key=lambda kw: kw["seed"])
@@ -180,10 +182,9 @@ def test_strict_parser_choices_forms_and_text():
 def test_a_ramble_is_retried_then_falls_back_visibly(store):
     """Without a constraint a ramble with a number in it is no decision: re-asked, then the default, recorded."""
     chat = FakeListChatModel(responses=["You are one of 3 fishers, so I catch 7."])
-    backend = LLMBackend("fake", {}, engine=LangChainEngine(chat, "fake", max_retries=1, backoff_s=0.01), store=store)
+    backend = CachedBackend(LLMBackend("fake", {}, llm=ChatLLM(chat, "fake", max_retries=1, backoff_s=0.01)), store)
     [d] = backend.decide_batch([req(default=5.0)])
     assert d.fallback and d.value == 5.0 and d.attempts == 2 and "unparseable" in d.reason
     chat2 = FakeListChatModel(responses=["Let me think.", "ANSWER: 9"])
-    [d2] = LLMBackend("fake2", {}, engine=LangChainEngine(chat2, "fake2", max_concurrency=1, backoff_s=0.01),
-                      store=store).decide_batch([req(default=5.0)])
+    [d2] = CachedBackend(LLMBackend("fake2", {}, llm=ChatLLM(chat2, "fake2", max_concurrency=1, backoff_s=0.01)), store).decide_batch([req(default=5.0)])
     assert not d2.fallback and d2.value == 9.0 and d2.attempts == 2

@@ -11,11 +11,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.llm.local import _attention, _feasible, _gumbel, _prefix_by_reference, _shared_prefix  # noqa: E402
-from agents.llm.local_engine import LocalEngine  # noqa: E402
+from agents.llm.local.attention import prefix_attention, prefix_by_reference, shared_prefix  # noqa: E402
+from agents.llm.local.layout import layout  # noqa: E402
+from agents.llm.local.numbers import feasible as _feasible  # noqa: E402
+from agents.llm.local.sampling import gumbel as _gumbel  # noqa: E402
+from agents.llm.local.llm import LocalLLM  # noqa: E402
 from agents.llm.prompts import render_messages  # noqa: E402
-from sim.contracts import DecisionRequest  # noqa: E402
-from sim.spaces import Choice, Number, Text  # noqa: E402
+from sim.core.contracts import DecisionRequest  # noqa: E402
+from sim.core.spaces import Choice, Number, Text  # noqa: E402
 from tests.tiny_lm import tiny_lm  # noqa: E402
 
 NO_SHARING = 10**9  # a min_shared_prefix no prompt reaches: every row forwards its whole prompt
@@ -192,7 +195,7 @@ def _req(agent: int, kind: str, persona: str, phase: str, filler: int) -> Decisi
 
 
 def test_batch_independence_alone_in_three_and_in_two_hundred_mixed(lm):
-    eng = LocalEngine(lm=lm, temperature=0.9)
+    eng = LocalLLM(lm=lm, temperature=0.9)
     kinds, personas, phases = ["number", "choice", "text"], ["", "a cautious fisher", "a greedy newcomer"], ["harvest", "talk"]
     crowd = [_req(i, kinds[i % 3], personas[(i // 3) % 3], phases[i % 2], i % 5) for i in range(200)]
     probes = [crowd[0], crowd[61], crowd[122], crowd[199], crowd[104]]
@@ -214,7 +217,7 @@ def test_two_templates_compute_two_shared_prefixes_with_answers_equal_to_no_shar
     before = dict(lm.counters)
     shared = lm.decode_numbers(prompts, bounds, 0.8, range(16))
     assert lm.counters["prefix_forwards"] - before["prefix_forwards"] == 2
-    plan = lm._plan(prompts)
+    plan = layout(prompts, lm.rules)
     assert len(plan) == 2 and all(p >= 16 for p, _, _ in plan)
     with planning(lm, min_shared_prefix=NO_SHARING):
         before = dict(lm.counters)
@@ -234,7 +237,7 @@ def test_two_personas_extend_one_shared_situation_with_answers_equal_to_no_shari
         return lm.encode([lm.render(msgs)])[0]
 
     prompts = [prompt(i) for i in range(12)]
-    plan = lm._plan(prompts)
+    plan = layout(prompts, lm.rules)
     assert len(plan) == 2
     (p1, chain1, _), (p2, chain2, _) = plan
     assert chain1 == chain2 and len(chain1) == 1 and 16 <= chain1[0] < min(p1, p2)  # one common ancestor
@@ -270,7 +273,7 @@ def test_a_two_level_prefix_tree_forwards_each_prefix_once_with_answers_equal_to
         return lm.encode([lm.render(msgs)])[0]
 
     prompts = [prompt(i) for i in range(24)]
-    plan = lm._plan(prompts)
+    plan = layout(prompts, lm.rules)
     prefixes = {tuple(prompts[b[0][0]][:n]) for shared, chain, b in plan for n in (*chain, shared) if n}
     assert len(plan) == 4 and max(len(chain) for _, chain, _ in plan) == 2
     before = dict(lm.counters)
@@ -287,11 +290,11 @@ def test_rows_whose_own_extension_does_not_pay_stay_in_one_group(lm):
     base = list(range(100, 180))
     ids = [base + [7, 8, 9, i % 50 + 200] for i in range(300)] + [base + [500 + i] * 6 + [1] for i in range(30)]
     with planning(lm, split_cost=4096):
-        plan = lm._plan(ids)
+        plan = layout(ids, lm.rules)
     rows = sorted(i for _, _, buckets in plan for b in buckets for i in b)
     assert rows == list(range(330)) and len(plan) == 1 and plan[0][0] == len(base)
     with planning(lm, split_cost=48):
-        plan = lm._plan(ids)
+        plan = layout(ids, lm.rules)
     assert len(plan) == 2 and sorted(len(sum(b, [])) for _, _, b in plan) == [30, 300]
 
 
@@ -314,12 +317,12 @@ def test_prefix_attention_on_cpu_and_by_reference_equal_a_plain_reference(steps,
             q_pos = own - s + i  # the query's column among the row's own keys
             mask[r, 0, i, pad:q_pos + 1] = True
     module = SimpleNamespace(layer_idx=0)
-    with _shared_prefix([(pk, pv)]):
-        fused, _ = _attention(module, query, key, value, mask)
-    by_ref, _ = _prefix_by_reference(query, key, value, mask, pk, pv, None)
-    monkeypatch.setattr("agents.llm.local.EXPAND_PREFIX_TOKENS", b * p - 1)  # a bucket too big to copy the prefix
-    with _shared_prefix([(pk, pv)]):
-        guarded, _ = _attention(module, query, key, value, mask)
+    with shared_prefix([(pk, pv)]):
+        fused, _ = prefix_attention(module, query, key, value, mask)
+    by_ref, _ = prefix_by_reference(query, key, value, mask, pk, pv, None)
+    monkeypatch.setattr("agents.llm.local.attention.EXPAND_PREFIX_TOKENS", b * p - 1)  # a bucket too big to copy the prefix
+    with shared_prefix([(pk, pv)]):
+        guarded, _ = prefix_attention(module, query, key, value, mask)
     assert torch.equal(guarded, by_ref)
     ref = torch.empty(b, s, hq, d)
     for r in range(b):

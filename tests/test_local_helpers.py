@@ -2,7 +2,10 @@
 
 import pytest
 
-from agents.llm.local import _common_prefix, _feasible, pick_dtype, resolve_model, ModelNotFound
+from agents.llm.local.device import pick_dtype
+from agents.llm.local.ids import ModelNotFound, resolve_model
+from agents.llm.local.layout import common_prefix as _common_prefix
+from agents.llm.local.numbers import feasible as _feasible
 
 
 @pytest.mark.parametrize("prefix,lo,hi,ok", [

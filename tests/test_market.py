@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
@@ -11,11 +10,12 @@ import yaml
 from agents.scripted import ScriptedBackend
 from scenarios.market import MarketConfig, MarketModel
 from scenarios.market import data as mdata
-from sim.broker import DecisionBroker
-from sim.config import build_spec
-from sim.contracts import Decision
-from sim.errors import UsageError
-from sim.runner import execute
+from sim.tick.broker import DecisionBroker
+from sim.runner.config import build_spec
+from sim.core.contracts import Decision
+from sim.core.errors import UsageError
+from sim.runner.execution import execute
+from sim.core.backend import Backend
 from tests.conftest import cli
 
 DATA = mdata.default_data_dir()
@@ -186,7 +186,7 @@ def test_target_share_is_reported_for_competitive_markets():
     assert run(market="competitive_description/mexican_authority", max_steps=1).manipulated == frozenset({0})
 
 
-class PicksManipulator:
+class PicksManipulator(Backend):
     """A stand-in LLM customer that pays `Shop 1` whenever its description carries an injected instruction."""
 
     name = "llm"

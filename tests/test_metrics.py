@@ -2,7 +2,7 @@
 
 import pytest
 
-from sim import metrics as m
+from sim.reward import metrics as m
 
 
 def test_gini_hand_cases():

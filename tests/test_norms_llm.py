@@ -2,28 +2,30 @@
 
 import pytest
 
+from agents.llm.cache import CachedBackend
+
 from agents.llm.backend import LLMBackend
-from agents.llm.local_engine import LocalEngine
+from agents.llm.local.llm import LocalLLM
 from agents.scripted import ScriptedBackend
 from scenarios import get_scenario
-from sim.config import build_spec
-from sim.runner import execute
+from sim.runner.config import build_spec
+from sim.runner.execution import execute
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def lm():
-    from agents.llm.local import shared_lm
+    from agents.llm.local.model import shared_lm
 
     return shared_lm()
 
 
 def _run(store, lm, spec):
-    engine = LocalEngine(lm=lm)
+    engine = LocalLLM(lm=lm)
     cls = get_scenario(spec.scenario)
     backends = {"scripted": ScriptedBackend(cls.strategies),
-                "llm": LLMBackend(engine.model_id, engine.sampling, engine=engine, store=store)}
+                "llm": CachedBackend(LLMBackend(engine.model_id, engine.sampling, llm=engine), store)}
     return execute(spec, store, backends=backends)
 
 

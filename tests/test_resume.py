@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, cli, cli_json
-from sim.config import build_spec
-from sim.errors import UsageError
-from sim.resume import fork_run, resume_run
-from sim.runner import RunFailed, execute
-from sim.store import Store
+from sim.runner.config import build_spec
+from sim.core.errors import UsageError
+from sim.runner.resume import fork_run, resume_run
+from sim.runner.execution import RunFailed, execute
+from sim.store.store import Store
 
 MIXED = ["months=7", "fishers=4", "social_learning=true",
          "population=[{count: 2, policy: llm}, {count: 2, policy: scripted, strategy: random}]"]

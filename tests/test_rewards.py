@@ -2,8 +2,8 @@
 
 import pytest
 
-from sim.norms import NormLedger
-from sim.rewards import RewardLayer, compute_rewards
+from sim.reward.norms import NormLedger
+from sim.reward.rewards import RewardLayer, compute_rewards
 
 PAYOFFS = {1: 10.0, 2: 4.0, 3: 1.0}
 

@@ -8,11 +8,12 @@ import pytest
 
 from agents.scripted import ScriptedBackend
 from scenarios.commons.model import CommonsConfig, CommonsModel
-from sim.broker import DecisionBroker
-from sim.config import build_spec
-from sim.contracts import CONTRACT, RunSpec, derive_seed
-from sim.rng import RNG_VERSION, CounterRandom, LazyRandom, SeedStream
-from sim.runner import execute
+from sim.tick.broker import DecisionBroker
+from sim.runner.config import build_spec
+from sim.core.profiles import CONTRACT, profile
+from sim.core.rng import CounterRandom, LazyRandom, SeedStream, derive_seed
+from sim.core.spec import RunSpec
+from sim.runner.execution import execute
 
 
 def test_version_1_seeds_are_the_old_derive_seed():
@@ -64,7 +65,7 @@ def test_lazy_random_draws_like_mersenne_twister():
 
 def test_specs_name_their_contract_and_an_unnamed_one_is_version_1():
     spec = build_spec("commons", seed=3)
-    assert spec.contract == CONTRACT == 4 and RNG_VERSION == 2
+    assert spec.contract == CONTRACT == 4 and spec.profile.rng == 2
     stored_before_versions = {k: v for k, v in spec.model_dump(mode="json").items() if k != "contract"}
     old = RunSpec.model_validate(stored_before_versions)
     assert old.contract == 1
@@ -76,7 +77,7 @@ def test_specs_name_their_contract_and_an_unnamed_one_is_version_1():
 
 
 def test_a_version_1_run_replays_with_version_1_and_differs_from_version_2(store):
-    from analysis.replay import replay_run
+    from sim.runner.replay import replay_run
 
     sets = ["fishers=6", "months=4", "strategy=random", "capacity=200", "collapse_below=0"]
     v2 = build_spec("commons", sets=sets, seed=11)
@@ -134,8 +135,10 @@ def test_a_sweep_keeps_the_contract_it_started_under(tmp_path, store):
     their ids and are not run again; a new sweep records the current contract."""
     from sqlmodel import Session
 
-    from sim.store import SweepRow
-    from sim.sweep import load_sweep, prepare, run_sweep
+    from sim.store.tables import SweepRow
+    from sim.runner.sweeps.backlog import prepare
+    from sim.runner.sweeps.executor import run_sweep
+    from sim.runner.sweeps.spec import load_sweep
 
     path = tmp_path / "s.yaml"
     path.write_text("scenario: commons\nbase: {months: 2, fishers: 3, strategy: random}\ngrid:\n  regrowth: [2.0]\nseeds: 2\n")
@@ -156,9 +159,7 @@ def test_a_sweep_keeps_the_contract_it_started_under(tmp_path, store):
 
 
 def test_contract_maps_to_one_rng_version_and_counter_random_state_is_whole():
-    from sim.rng import rng_version
-
-    assert [rng_version(c) for c in (1, 2, 3)] == [1, 2, 2]
+    assert [profile(c).rng for c in (1, 2, 3, 4)] == [1, 2, 2, 2]
     r = CounterRandom(9)
     r.gauss(0, 1)  # leaves its second value in gauss_next
     state = r.getstate()

@@ -10,9 +10,9 @@ from scenarios.social import metrics as M
 from scenarios.social import opinions
 from scenarios.social.feed import Pool, follow_matrix, rank_feeds
 from scenarios.social.graph import build_graph
-from sim.config import build_spec
-from sim.errors import UsageError
-from sim.runner import execute
+from sim.runner.config import build_spec
+from sim.core.errors import UsageError
+from sim.runner.execution import execute
 
 
 def run(store, seed=0, ticks=10, policy="scripted", **fields):
@@ -24,7 +24,7 @@ def simulate(seed=0, **fields):
     """The scripted model stepped to its horizon without a store (faster); returns the model."""
     from agents.scripted import ScriptedBackend
     from scenarios.social.model import SocialModel
-    from sim.broker import DecisionBroker
+    from sim.tick.broker import DecisionBroker
 
     model = SocialModel(SocialModel.Config(**fields), seed=seed,
                         broker=DecisionBroker({"scripted": ScriptedBackend(SocialModel.strategies)}))
@@ -214,7 +214,7 @@ def test_run_stores_posts_as_events_and_reports_metrics(store):
 def test_follow_actions_change_the_graph_and_reciprocity_stays_exact(store):
     """Incrementally tracked reciprocity and edge count equal a recount on the final graph."""
     from scenarios.social.model import SocialModel
-    from sim.broker import DecisionBroker
+    from sim.tick.broker import DecisionBroker
     from agents.scripted import ScriptedBackend
 
     cfg = SocialModel.Config(agents=120, graph="er", strategy="random", activity=0.5, ticks=15)
@@ -285,7 +285,7 @@ def test_moltbook_config_runs_and_compares_with_the_published_values(store):
 @pytest.mark.slow
 def test_llm_community_runs_valid_and_replays(store):
     """20 LLM members on the embedded model: valid actions, posts stored as events with stances, replay matches."""
-    from analysis.replay import replay_run
+    from sim.runner.replay import replay_run
 
     spec = build_spec("social", sets=["agents=20", "activity=0.25", "activity_skew=0", "feed_size=3"], ticks=2, policy="llm")
     r = execute(spec, store)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sim.spaces import Choice, Form, Number, SpaceError, Text
+from sim.core.spaces import Choice, Form, Number, SpaceError, Text
 
 
 def test_choice_rejects_empty_and_duplicate_options():
@@ -45,7 +45,7 @@ def test_form_validates_every_field():
 
 def test_snap_accepts_ints_and_returns_floats():
     """An engine may hand an int: snapping it neither fails nor leaks an int into the record."""
-    from sim.spaces import Number
+    from sim.core.spaces import Number
 
     for space in (Number(0, 100, 1), Number(0, 100.0, 1), Number(0.5, 10, 1), Number(0, 10, 0.5)):
         for x in (55, 0, 100, -3, 1000):

@@ -5,9 +5,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import SQLModel
 
-from sim.config import build_spec
-from sim.runner import execute
-from sim.store import Store
+from sim.runner.config import build_spec
+from sim.runner.execution import execute
+from sim.store.store import Store
 
 
 def test_migrated_schema_matches_the_models(store):
@@ -31,8 +31,8 @@ def test_reopening_a_store_keeps_its_runs(db_url):
 
 def test_a_tick_is_all_or_nothing(store, monkeypatch):
     """If committing a tick fails midway, none of its rows are stored, and the run is marked failed."""
-    from sim import store as store_mod
-    from sim.runner import RunFailed
+    from sim.store import store as store_mod
+    from sim.runner.execution import RunFailed
 
     real = store_mod.dumps
     calls = {"n": 0}

@@ -10,9 +10,11 @@ import pytest
 
 from analysis.sweeps import cell_table, sweep_frame, t975
 from conftest import cli, cli_json
-from sim.errors import UsageError
-from sim.store import Store
-from sim.sweep import load_sweep, parse_sweep, prepare, run_sweep, status, sweep_id
+from sim.core.errors import UsageError
+from sim.store.store import Store
+from sim.runner.sweeps.backlog import prepare, status
+from sim.runner.sweeps.executor import run_sweep
+from sim.runner.sweeps.spec import load_sweep, parse_sweep, sweep_id
 
 SWEEP = """\
 scenario: commons
@@ -144,7 +146,7 @@ def test_cli_sweep_status_and_show(tmp_path):
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
-    from sim.sweep_ray import init_ray
+    from sim.runner.sweeps.ray_tasks import init_ray
 
     init_ray(None, 2)
     yield ray
@@ -169,7 +171,7 @@ def test_ray_sweep_equals_the_local_one(local_ray, tmp_path, pg_url_factory):
 @pytest.mark.slow
 def test_ray_llm_runs_share_one_model_actor(local_ray, tmp_path):
     """LLM runs of a Ray sweep send their batches to one model actor, which merges runs into common passes."""
-    from sim.sweep_ray import run_on_ray
+    from sim.runner.sweeps.ray_tasks import run_on_ray
 
     definition = parse_sweep({"scenario": "commons", "base": {"months": 2, "fishers": 2}, "seeds": [1, 2, 3],
                               "policy": "llm", "llm": {"temperature": 0.0}})

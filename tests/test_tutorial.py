@@ -155,7 +155,7 @@ def test_the_app_renders_the_tutorial_run(tmp_path, monkeypatch):
     at.number_input(key=f"launch.{result.spec.scenario}.__seed").set_value(5)
     at.button[0].click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    from sim.store import Store
+    from sim.store.store import Store
 
     store = Store(url)
     deadline = time.time() + 60
@@ -171,7 +171,7 @@ def test_the_llm_commands_run_with_a_stand_in_chat_model(tmp_path, monkeypatch, 
     """The `sh` blocks' LLM runs, with a deterministic stand-in chat model instead of SmolLM2 (fast):
     they finish, and the tutorial's prompt template is the one every prompt used."""
     from sim.cli import main
-    from sim.store import Store
+    from sim.store.store import Store
 
     folder = tmp_path / "pgg"
     folder.mkdir()

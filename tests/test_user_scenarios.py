@@ -8,12 +8,11 @@ import textwrap
 
 import pytest
 
-import scenarios
 import sim
 from conftest import cli, cli_json
 from scenarios import REGISTRY, get_scenario, reference_of, register, register_strategy
 from scenarios.commons import CommonsModel
-from sim.errors import UsageError
+from sim.core.errors import UsageError
 from sim.model import SocietyModel
 
 #: a small complete scenario: each round every agent bids 0..cap; the highest bid wins the pot minus its bid
@@ -22,7 +21,7 @@ from pydantic import Field
 
 from agents.base import SocietyAgent
 from sim.model import ScenarioConfig, SocietyModel
-from sim.spaces import Number
+from sim.core.spaces import Number
 
 
 class Config(ScenarioConfig):
@@ -87,8 +86,10 @@ def write_scenario(folder, name="auction_user", filename="auction.py", extra="")
 @pytest.fixture
 def clean_registry(monkeypatch):
     """Registrations made by a test are undone afterwards (the conformance tests iterate REGISTRY)."""
-    monkeypatch.setattr(scenarios, "REGISTRY", scenarios._Registry(REGISTRY))
-    yield scenarios.REGISTRY
+    saved = dict(dict.items(REGISTRY))
+    yield REGISTRY
+    dict.clear(REGISTRY)
+    dict.update(REGISTRY, saved)
 
 
 def test_a_scenario_file_runs_is_listed_shown_and_replayed_from_the_cli(tmp_path, db_url, monkeypatch, capsys):
@@ -163,8 +164,8 @@ def test_a_bad_reference_is_one_line_and_exit_2(make, expected, tmp_path, db_url
 
 def test_a_decorated_scenario_runs_through_the_api_and_replays(tmp_path, db_url, monkeypatch, clean_registry):
     """@register makes a name; sim.run(name) stores a reference to its file, so replay loads the class again."""
-    from analysis.replay import replay_run
-    from sim.store import Store
+    from sim.runner.replay import replay_run
+    from sim.store.store import Store
 
     write_scenario(tmp_path, name="auction_deco", filename="auction_deco.py",
                    extra="\nfrom sim import register\nregister(Auction)\n")
@@ -215,8 +216,10 @@ def test_a_strategy_added_from_user_code_decides(db_url, monkeypatch):
 
 def test_a_subclass_with_its_own_strategy_runs_by_reference_from_a_sweep(tmp_path, db_url):
     """A file subclassing the fishery with a new strategy: a sweep file names it relative to itself."""
-    from sim.store import Store
-    from sim.sweep import load_sweep, prepare, run_sweep
+    from sim.store.store import Store
+    from sim.runner.sweeps.backlog import prepare
+    from sim.runner.sweeps.executor import run_sweep
+    from sim.runner.sweeps.spec import load_sweep
 
     (tmp_path / "studies").mkdir()
     (tmp_path / "studies" / "cautious.py").write_text(textwrap.dedent('''
@@ -261,8 +264,8 @@ NOT_A_FUNCTION = 3
 
 def test_a_strategy_file_referenced_from_the_config_decides_and_replays(tmp_path, db_url, monkeypatch):
     """A population group's strategy `file.py:function` (relative) is stored absolute; its agents use it; replay matches."""
-    from analysis.replay import replay_run
-    from sim.store import Store
+    from sim.runner.replay import replay_run
+    from sim.store.store import Store
 
     (tmp_path / "mine.py").write_text(STRATEGIES_FILE)
     monkeypatch.chdir(tmp_path)
@@ -306,8 +309,8 @@ def plain(request):
 def test_a_prompt_template_by_reference_shapes_the_prompts_and_replays(name, marker, tmp_path, db_url, monkeypatch):
     """llm.template `file.py:NAME` (a PromptTemplate or a function) renders every LLM prompt; the stored
     reference makes the replay's cache keys the same."""
-    from analysis.replay import replay_run
-    from sim.store import Store
+    from sim.runner.replay import replay_run
+    from sim.store.store import Store
 
     (tmp_path / "prompts.py").write_text(TEMPLATE_FILE)
     monkeypatch.chdir(tmp_path)
@@ -346,8 +349,10 @@ def test_a_registered_template_and_bad_templates(tmp_path, db_url, monkeypatch):
 
 def test_strategy_references_in_a_sweep_file_are_relative_to_it(tmp_path, db_url, monkeypatch):
     """A sweep's base and grid may name strategies `file.py:function` relative to the sweep file."""
-    from sim.store import Store
-    from sim.sweep import load_sweep, prepare, run_sweep
+    from sim.store.store import Store
+    from sim.runner.sweeps.backlog import prepare
+    from sim.runner.sweeps.executor import run_sweep
+    from sim.runner.sweeps.spec import load_sweep
 
     (tmp_path / "study").mkdir()
     (tmp_path / "study" / "mine.py").write_text(STRATEGIES_FILE)

@@ -32,7 +32,7 @@ def tiny_lm(seed: int = 0, layers: int = 2, dtype: str = "float64", **kw):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from agents.llm.local import LocalLM
+    from agents.llm.local.model import LocalLM
 
     tok = char_tokenizer()
     torch.manual_seed(seed)

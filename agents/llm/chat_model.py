@@ -37,7 +37,7 @@ class LocalChatModel(BaseChatModel):
     @property
     def lm(self) -> Any:
         if self._lm is None:
-            from agents.llm.local import shared_lm
+            from agents.llm.local.model import shared_lm  # torch: only when a model is needed
 
             self._lm = shared_lm(self.model, self.device, self.dtype)
         return self._lm

@@ -1,13 +1,21 @@
-"""Build the `llm` backend a RunSpec asks for: embedded/local model or a LangChain chat model."""
+"""Build the `llm` backend a RunSpec asks for (embedded/local model or a LangChain chat model), and check its
+settings before anything is stored."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Optional
 
 from agents.llm.backend import LLMBackend
-from sim.contracts import RunSpec
-from sim.errors import UsageError
+from agents.llm.base import LLM
+from agents.llm.cache import CachedBackend
+from agents.llm.chat import ChatLLM, load_chat_model
+from agents.llm.local.llm import LocalLLM, local_sampling, model_id_for
+from agents.llm.prompts import get_template
+from sim.core.backend import Backend, CallCache, ReplayMode
+from sim.core.errors import UsageError
+from sim.core.spec import RunSpec
 
 
 def check_model_path(model: str) -> None:
@@ -35,35 +43,40 @@ def check_model_path(model: str) -> None:
     raise UsageError(f"bad value for '--model': {model!r} is neither a model directory nor a .gguf file")
 
 
-def make_llm_backend(spec: RunSpec, store: Any, *, cache_only: bool = False) -> LLMBackend:
-    """The LLM backend for `spec.llm`; models load lazily (never, if the cache answers everything)."""
-    from agents.llm.prompts import get_template
+def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay: Optional[ReplayMode] = None,
+                     llm_factory: Optional[Callable[[], LLM]] = None) -> Backend:
+    """The `llm` backend for `spec.llm`, behind `cache` (the store) when one is given.
 
+    The model loads lazily (never, if the cache answers everything). A LangChain chat model is built
+    at once unless `replay` is given, so that a class that cannot be imported or built is bad input,
+    found before the run stores anything. `llm_factory` supplies the LLM instead (e.g. a Ray sweep's
+    shared model actor).
+    """
     llm = spec.llm
-    prompt = get_template(llm.template, spec.contract)  # the built-in one is that of the run's contract
+    prompt = get_template(llm.template, spec.profile)  # the built-in one is that of the run's decision profile
     if llm.provider == "local" and llm.model is not None:
         check_model_path(llm.model)
     if llm.provider == "langchain" and not llm.cls:
         raise UsageError("llm.provider is 'langchain' but no chat model class is given (--llm module:Class)")
     if llm.provider == "local":
-        from agents.llm.local_engine import LocalEngine, local_sampling, model_id_for
+        model_id, sampling = model_id_for(llm.model), local_sampling(llm.temperature)
+        factory = llm_factory or (lambda: LocalLLM(llm.model, llm.device, llm.dtype, llm.temperature,
+                                                   threads=llm.threads, batch_tokens=llm.batch_tokens))
+        backend = LLMBackend(model_id, sampling, llm_factory=factory, prompt=prompt)
+    else:
+        model_id = f"langchain:{llm.cls}:" + ",".join(f"{k}={v}" for k, v in sorted(llm.args.items()) if "key" not in k.lower())
+        # the constraint changes the answers, so it is part of every cache key
+        sampling = {"temperature": llm.temperature, "structured": llm.structured, "parse": "strict"}
 
-        return LLMBackend(model_id_for(llm.model), local_sampling(llm.temperature), store=store, cache_only=cache_only, prompt=prompt,
-                          engine_factory=lambda: LocalEngine(llm.model, llm.device, llm.dtype, llm.temperature))
-    from agents.llm.langchain_engine import LangChainEngine, load_chat_model
+        def build() -> LLM:
+            chat = load_chat_model(llm.cls or "", dict(llm.args))
+            return ChatLLM(chat, model_id, max_concurrency=llm.max_concurrency, timeout_s=llm.timeout_s,
+                           max_retries=llm.max_retries, sampling=sampling, structured=llm.structured)
 
-    model_id = f"langchain:{llm.cls}:" + ",".join(f"{k}={v}" for k, v in sorted(llm.args.items()) if "key" not in k.lower())
-    # the constraint changes the answers, so it is part of every cache key
-    sampling = {"temperature": llm.temperature, "structured": llm.structured, "parse": "strict"}
-
-    def build() -> LangChainEngine:
-        chat = load_chat_model(llm.cls or "", dict(llm.args))
-        return LangChainEngine(chat, model_id, max_concurrency=llm.max_concurrency, timeout_s=llm.timeout_s,
-                               max_retries=llm.max_retries, sampling=sampling, structured=llm.structured)
-
-    if cache_only:
-        return LLMBackend(model_id, sampling, engine_factory=build, store=store, cache_only=True, prompt=prompt)
-    return LLMBackend(model_id, sampling, engine=build(), store=store, prompt=prompt)
+        factory = llm_factory or build
+        backend = LLMBackend(model_id, sampling, llm=None if replay is not None else factory(), llm_factory=factory,
+                             prompt=prompt)
+    return backend if cache is None else CachedBackend(backend, cache, replay)
 
 
 def preflight(spec: RunSpec) -> None:
@@ -73,7 +86,7 @@ def preflight(spec: RunSpec) -> None:
         if llm.model is not None:
             check_model_path(llm.model)
         if llm.device not in (None, "cpu"):
-            from agents.llm.local import device_problem
+            from agents.llm.local.device import device_problem  # torch: only when a device must be checked
 
             problem = device_problem(llm.device)
             if problem:
@@ -81,6 +94,4 @@ def preflight(spec: RunSpec) -> None:
         return
     if not llm.cls:
         raise UsageError("llm.provider is 'langchain' but no chat model class is given (--llm module:Class)")
-    from agents.llm.langchain_engine import load_chat_model
-
     load_chat_model(llm.cls, dict(llm.args))

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from sim.spaces import Choice, Form, Number, Space, SpaceError, Text
+from sim.core.spaces import Choice, Form, Number, Space, SpaceError, Text
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _JSON = re.compile(r"\{.*\}", re.S)

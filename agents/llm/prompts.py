@@ -10,16 +10,13 @@ then the question and the answer format:
             memory, feedback                               (the agent's own)
             question, answer format                        (last)
 
-The built-in template depends on the run's decision contract (`sim.contracts.CONTRACT`). From
-contract 4 the question is followed by one sentence, "Answer with a number from 0 to 68 in steps of
-1." (contracts 1-3 added "Reply with the number only."; the system message already asks for answers
-"exactly in the form asked"), and the agent's memory items follow its identity without the
-"What you remember:" header. Both follow the agent's own text, so their tokens are forwarded once per
-agent: 12 fewer per fisher in the fishery's month 2, and on the same states SmolLM2's catches were
-no greedier (`benchmarks/prompt_layout.py`; dropping "in steps of 1" instead made them greedier).
-Choice, Text and Form answers are asked for as before. Runs stored under contracts 1-3 keep their
-template (`builtin_template`), so they replay from their cache; a user's `PromptTemplate` that sets
-no `user` text keeps the old one (templates/user.txt), whatever the contract.
+The built-in template is the one of the run's decision profile (`sim.core.profiles`): with
+`compact_prompt` the question is followed by one sentence, "Answer with a number from 0 to 68 in steps
+of 1." (templates/user-contract4.txt; the system message already asks for answers "exactly in the form
+asked"), and the agent's memory items follow its identity without a header; without it, "Reply with
+the number only." follows and memory opens with "What you remember:" (templates/user.txt). Runs keep
+the template of their profile (`builtin_template`), so they replay from their cache; a user's
+`PromptTemplate` that sets no `user` text renders with templates/user.txt, whatever the profile.
 """
 
 from __future__ import annotations
@@ -31,8 +28,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from sim.contracts import DecisionRequest
-from sim.spaces import Choice, Form, Number, Text
+from sim.core.contracts import DecisionRequest
+from sim.core.errors import UsageError
+from sim.core.profiles import DecisionProfile
+from sim.core.refs import is_reference, load_object
+from sim.core.spaces import Choice, Form, Number, Text
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -63,7 +63,7 @@ def _compile(text: str) -> str:
 FIELDS = ("context", "persona", "own", "memory", "feedback", "question", "space", "answer_hint", "answer")
 
 
-#: what ${answer} adds after the space's description (the built-in template from contract 4): a Number's
+#: what ${answer} adds after the space's description (the compact built-in template): a Number's
 #: description says its form ("a number from 0 to 68 in steps of 1"), so it gets no second sentence
 ANSWER_HINTS = {**HINTS, Number: ""}
 
@@ -137,17 +137,14 @@ def register_template(name: str) -> Callable[[Any], Any]:
     return apply
 
 
-def get_template(ref: Optional[str], contract: Optional[int] = None) -> Template:
-    """The template `ref` names: None or "default" (built-in, that of `contract`, default the current one), a
+def get_template(ref: Optional[str], profile: Optional[DecisionProfile] = None) -> Template:
+    """The template `ref` names: None or "default" (built-in: that of `profile`, default the current one), a
     registered name, or `module:NAME` / `file.py:NAME`.
 
     Raises a one-line UsageError when it cannot be found, loaded, or is not a template.
     """
-    from sim.errors import UsageError
-    from sim.refs import is_reference, load_object
-
     if ref is None or ref == "default":
-        return DEFAULT if contract is None else builtin_template(contract)
+        return DEFAULT if profile is None else builtin_template(profile)
     if ref in PROMPT_TEMPLATES:
         return PROMPT_TEMPLATES[ref]
     if not is_reference(ref):
@@ -203,17 +200,17 @@ def _render(request: DecisionRequest, system: str, pattern: str, memory_header: 
     ]
 
 
-#: the built-in template of new runs (decision contract 4 on)
+#: the built-in template of profiles with `compact_prompt` (every new run)
 DEFAULT = PromptTemplate(user=(TEMPLATES / "user-contract4.txt").read_text(), memory_header="")
-#: the built-in template of runs stored under decision contracts 1-3 (their cache keys hold its text); it is
-#: also what a user's PromptTemplate renders with where it sets no `user`, as it always did, so that such a
-#: template, and the runs made with it, never change under its author
+#: the built-in template of profiles without it (their runs' cache keys hold its text); it is also what a
+#: user's PromptTemplate renders with where it sets no `user`, so that such a template, and the runs made
+#: with it, never change under its author
 DEFAULT_CONTRACT3 = PromptTemplate()
 
 
-def builtin_template(contract: int) -> PromptTemplate:
-    """The built-in template a run made under decision `contract` renders with."""
-    return DEFAULT_CONTRACT3 if contract < 4 else DEFAULT
+def builtin_template(profile: DecisionProfile) -> PromptTemplate:
+    """The built-in template a run made under decision `profile` renders with."""
+    return DEFAULT if profile.compact_prompt else DEFAULT_CONTRACT3
 
 
 def retry_message(error: str, request: DecisionRequest) -> dict[str, str]:

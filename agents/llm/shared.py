@@ -1,11 +1,12 @@
 """One local model shared by many concurrent runs (a Ray actor per node): their batches share forward passes.
 
 `SharedModel` is an asyncio actor: each run's backend sends its phase batch (`answer`); the
-actor collects what arrives within a short window, runs ONE engine call over the union
-(the local engine groups requests by kind and pads them into common forward passes), and
+actor collects what arrives within a short window, runs ONE model call over the union
+(the local model groups requests by kind and pads them into common forward passes), and
 hands every run its own slice. Decisions stay per-request deterministic (each request
 samples from its own seed), so a run's result does not depend on which runs it shared with.
-`ModelProxy` is the engine a run's `LLMBackend` uses in place of a local model.
+`ModelProxy` is the `LLM` a run's backend uses in place of a local model (`shared_llm_factory`
+makes one for `make_llm_backend`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
+
+from agents.llm.base import LLM, Answer, Messages
+from agents.llm.local.llm import LocalLLM, local_sampling, model_id_for
+from sim.core.spec import LLMSpec
 
 NAMESPACE = "societas"
 
@@ -23,10 +28,10 @@ class SharedModel:
     """The actor's class (wrapped with `ray.remote` by `model_actor`)."""
 
     def __init__(self, model: Optional[str], device: Optional[str], dtype: Optional[str], temperature: float,
-                 window_s: float = 0.02, max_batch: int = 256) -> None:
-        from agents.llm.local_engine import LocalEngine
-
-        self.engine = LocalEngine(model, device, dtype, temperature, max_batch=max_batch)
+                 window_s: float = 0.02, max_batch: int = 256, threads: Optional[int] = None,
+                 batch_tokens: Optional[int] = None) -> None:
+        self.llm = LocalLLM(model, device, dtype, temperature, max_batch=max_batch, threads=threads,
+                            batch_tokens=batch_tokens)
         self.window_s = window_s
         self.queue: list[tuple[Sequence[Any], Sequence[Any], asyncio.Future]] = []
         self.busy = False
@@ -52,7 +57,7 @@ class SharedModel:
                 requests = [r for b in batch for r in b[0]]
                 messages = [m for b in batch for m in b[1]]
                 try:
-                    answers = await loop.run_in_executor(None, self.engine.answer, requests, messages)
+                    answers = await loop.run_in_executor(None, self.llm.answer, requests, messages)
                 except Exception as exc:  # noqa: BLE001 - every waiting run gets the error
                     for *_, future in batch:
                         future.set_exception(exc)
@@ -73,12 +78,12 @@ class SharedModel:
 
 
 class ModelProxy:
-    """An engine for `LLMBackend` that sends each batch to the shared model actor."""
+    """An `LLM` that sends each batch to the shared model actor."""
 
     def __init__(self, handle: Any, model_id: str, sampling: dict[str, Any]) -> None:
         self.handle, self.model_id, self.sampling = handle, model_id, sampling
 
-    def answer(self, requests: Sequence[Any], messages: Sequence[Any]) -> list[Any]:
+    def answer(self, requests: Sequence[Any], messages: Sequence[Messages]) -> list[Answer]:
         import ray
 
         return ray.get(self.handle.answer.remote(list(requests), list(messages)))
@@ -102,25 +107,27 @@ def start_model_actors(llm: Any, window_s: float = 0.02) -> list[Any]:
         cls = ray.remote(num_cpus=0, num_gpus=gpus, max_concurrency=1000)(SharedModel)
         actors.append(cls.options(name=actor_name(llm, node["NodeID"]), namespace=NAMESPACE, get_if_exists=True,
                                   scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
-                      .remote(llm.model, llm.device, llm.dtype, llm.temperature, window_s))
+                      .remote(llm.model, llm.device, llm.dtype, llm.temperature, window_s, threads=llm.threads,
+                              batch_tokens=llm.batch_tokens))
     return actors
 
 
-def use_shared_model(backends: dict[str, Any], llm: Any) -> None:
-    """Inside a Ray task: point the run's LLM backend at the model actor of this node (any node's if none)."""
-    import ray
+def shared_llm_factory(llm: LLMSpec) -> Callable[[], LLM]:
+    """Inside a Ray task: an `llm_factory` for `make_llm_backend` whose LLM is the model actor of this node
+    (any node's if this one has none), found when the run first needs the model."""
 
-    backend = backends.get("llm")
-    if backend is None:
-        return
-    node = ray.get_runtime_context().get_node_id()
-    try:
-        handle = ray.get_actor(actor_name(llm, node), namespace=NAMESPACE)
-    except ValueError:
-        names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                 if a.get("namespace") == NAMESPACE and a["name"].startswith(actor_name(llm, "")[:15])]
-        if not names:
-            raise RuntimeError("no shared model actor is running") from None
-        handle = ray.get_actor(names[0], namespace=NAMESPACE)
-    backend._factory = lambda: ModelProxy(handle, backend.model_id, backend.sampling)
-    backend._engine = None
+    def connect() -> LLM:
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+        try:
+            handle = ray.get_actor(actor_name(llm, node), namespace=NAMESPACE)
+        except ValueError:
+            names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                     if a.get("namespace") == NAMESPACE and a["name"].startswith(actor_name(llm, "")[:15])]
+            if not names:
+                raise RuntimeError("no shared model actor is running") from None
+            handle = ray.get_actor(names[0], namespace=NAMESPACE)
+        return ModelProxy(handle, model_id_for(llm.model), local_sampling(llm.temperature))
+
+    return connect

@@ -22,7 +22,7 @@ import json
 import math
 from typing import Any
 
-from sim.spaces import Choice, Form, Number, Space, Text
+from sim.core.spaces import Choice, Form, Number, Space, Text
 
 MODES = ("auto", "json_schema", "vllm", "llama_cpp", "none")
 MAX_GRID_AS_CHOICE = 64  # a non-unit Number grid up to this size is constrained as a choice list

@@ -23,15 +23,16 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import Field, model_validator
 
 from agents.base import SocietyAgent
-from sim.contracts import Decision, DecisionRequest, RequestBatch, columns_of
-from sim.metrics import equality
-from sim.model import PopulationGroup, ScenarioConfig, SocietyModel
-from sim.spaces import Choice, Number, Text
+from sim.core.contracts import Decision, DecisionRequest, RequestBatch, columns_of
+from sim.reward.metrics import equality
+from sim.tick.config import ScenarioConfig
+from sim.tick.model import SocietyModel
+from sim.core.spaces import Choice, Number, Text
 from scenarios.commons import templates as tpl
 from scenarios.commons.strategies import STRATEGIES, sustainable_share
 
@@ -54,6 +55,8 @@ _REQUESTS_AND_ACTS = ("observe", "_request", "request", "_obs_base", "_harvest_s
 
 class CommonsConfig(ScenarioConfig):
     """Config of the fishery; every field can be set with `--set key=value`."""
+
+    count_field: ClassVar[str] = "fishers"
 
     fishers: int = Field(5, ge=1, le=1_000_000, description="number of fishers")
     capacity: float = Field(100.0, gt=0, le=1e9, description="lake capacity in tons (starts full)")
@@ -81,9 +84,6 @@ class CommonsConfig(ScenarioConfig):
             raise ValueError(f"collapse_below ({self.collapse_below:g}) must be below capacity ({self.capacity:g})")
         if self.start_fraction * self.capacity <= self.collapse_below:
             raise ValueError(f"start_fraction x capacity ({self.start_fraction * self.capacity:g}) must be above collapse_below ({self.collapse_below:g})")
-        if self.population and sum(g.count for g in self.population) != self.fishers:
-            total = sum(g.count for g in self.population)
-            raise ValueError(f"population counts add up to {total}, but fishers is {self.fishers}")
         return self
 
 
@@ -130,26 +130,18 @@ class CommonsModel(SocietyModel):
         self.over_actions = 0
         self.months_collapsed = 0
         self._base: Optional[dict[str, Any]] = None
-        # contract 3: what every fisher sees (the month's catches in all, messages, proposals, votes) is one
-        # shared history in the situation text, not a line in each fisher's memory (prompts share it)
-        self.history = self.new_memory() if self.contract >= 3 else None
+        # what every fisher sees (the month's catches in all, messages, proposals, votes): one shared history in
+        # the situation text, where the run's decision profile says so, else a line in each fisher's memory
+        self.history = self.new_memory() if self.profile.shared_history else None
         self._history_text: dict[str, str] = {}  # the history rendered for a question, at history.version
-        for policy, strategy, persona in self._plan():
-            if policy == "scripted" and strategy not in self.strategies:
-                raise ValueError(f"unknown commons strategy {strategy!r}; valid: {sorted(self.strategies)}")
+        persona, strategy = DISPOSITIONS.get(self.config.disposition, ("", self.config.strategy))
+        for policy, strategy, persona in self.population_plan(self.config.fishers, strategy=strategy, persona=persona):
             Fisher(self, policy, strategy, persona)
         self._listeners = any(f.remembers for f in self.agents)  # a fishery of scripted fishers keeps no history
         # a harvest is one RequestBatch when every fisher is scripted and a subclass has not changed how
         # requests are made or decisions applied (its own observe or act must see every request)
         self._scripted = all(f.policy == "scripted" for f in self.agents) and all(
             getattr(type(self), name) is getattr(CommonsModel, name) for name in _REQUESTS_AND_ACTS)
-
-    def _plan(self) -> list[tuple[str, str, str]]:
-        """(policy, strategy, persona) per fisher; a disposition fills in the persona and the default strategy."""
-        c = self.config
-        persona, strategy = DISPOSITIONS.get(c.disposition, ("", c.strategy))
-        groups = c.population or [PopulationGroup(count=c.fishers)]
-        return [(g.policy or self.policy, g.strategy or strategy, g.persona or persona) for g in groups for _ in range(g.count)]
 
     # ----- the month --------------------------------------------------------------------
     def voting(self) -> bool:
@@ -195,7 +187,7 @@ class CommonsModel(SocietyModel):
         return dict(self._base)
 
     def _tell(self, kind: str, text: str) -> None:
-        """What every fisher sees: one line of the shared history (contract 3), else a line in each memory."""
+        """What every fisher sees: one line of the shared history (profile `shared_history`), else a line in each memory."""
         if self.history is not None:
             if self._listeners:
                 self.history.add(self.tick, kind, text)
@@ -216,12 +208,12 @@ class CommonsModel(SocietyModel):
         last = own = ""
         if obs["last_total"] is not None:
             last = tpl.LAST.substitute(total=f"{obs['last_total']:g}", mean=f"{obs['last_mean']:.1f}")
-            if self.history is None:  # (from contract 3 the fisher's memory says it: "I caught ...")
+            if self.history is None:  # (with a shared history the fisher's memory says it: "I caught ...")
                 own = tpl.OWN.substitute(own=f"{self.last_catches.get(agent.unique_id, 0):g}")
         norm = tpl.NORM.substitute(norm=f"{self.norm:g}") if self.norm is not None else ""
         said = ""
-        if self.history is None:  # contract < 3: the others' messages (the situation differs per fisher);
-            # from contract 3 the month's messages are in the shared history ("The fishers said: ...")
+        if self.history is None:  # the others' messages (the situation differs per fisher); with a shared
+            # history the month's messages are in it ("The fishers said: ...")
             said = " ".join(f'fisher {a}: "{m}"' for a, m in self.messages[:MAX_MESSAGES_SHOWN + 1] if a != agent.unique_id)
         shared = tpl.SITUATION.substitute(
             fishers=obs["fishers"], month=obs["month"], months=c.months,
@@ -272,7 +264,7 @@ class CommonsModel(SocietyModel):
         """At harvest every scripted fisher sees the same lake: one batch (the requests `observe` gives)."""
         if phase != "harvest" or not self._scripted:
             return None
-        return self.batch_request(self._all_agents.snapshot(), phase, self._harvest_space(), 0.0, self._obs_base(),
+        return self.batch_request(self.agents.snapshot(), phase, self._harvest_space(), 0.0, self._obs_base(),
                                   self._question(phase))
 
     def _request(self, agent: Fisher, phase: str, space: Any, default: Any, obs: dict, question: str,
@@ -326,7 +318,7 @@ class CommonsModel(SocietyModel):
             self.norm = float(statistics.median(proposals))
 
     def _act_propose(self, decisions: Sequence[Decision]) -> None:
-        fishers = {f.unique_id: f for f in self.agents}
+        fishers = self.agent_map()
         for d in decisions:
             amount = float(d.value)
             self.proposals[d.agent_id] = amount
@@ -366,7 +358,7 @@ class CommonsModel(SocietyModel):
         demand = dict(zip(ids, map(float, values)))
         caught = self._ration(demand)
         share = self.stock * (1 - 1 / self.config.regrowth) / len(self.agents)
-        _, fishers = self._all_agents.by_id()
+        fishers = self.agent_map()
         self.actions += len(caught)
         over = share + 1e-9
         self.over_actions += sum([demand[aid] > over for aid in caught])
@@ -396,7 +388,7 @@ class CommonsModel(SocietyModel):
         rationed = {str(a): v for a, v in caught.items() if v != demand[a]} if caught is not demand else {}
         self.emit("harvest", None, None, demand_total=demand_total, caught_total=total,
                   stock_after=self.stock, rationed=rationed)
-        if self.history is not None:  # contract 3: the public part once, in the shared history
+        if self.history is not None:  # the public part once, in the shared history
             self._tell("observation", f"All fishers caught {total:g} tons; {self.stock:g} tons were left.")
             public = ""
         else:
@@ -435,7 +427,7 @@ class CommonsModel(SocietyModel):
 
     def _act_sanction(self, decisions: Sequence[Decision]) -> None:
         c = self.config
-        fishers = {f.unique_id: f for f in self.agents}
+        fishers = self.agent_map()
         for d in decisions:
             if d.value == "none":
                 continue
@@ -541,7 +533,7 @@ class CommonsModel(SocietyModel):
         """Small on purpose: per-fisher catches live in agent_steps; strategies are counted."""
         counts = Counter([f.strategy or f.policy for f in self.agents])
         state = {"stock_start": self.stock_start, "stock": self.stock, "norm": self.norm, "strategies": dict(sorted(counts.items()))}
-        if self.history:  # contract 3: what every LLM fisher saw (their memories hold only their own)
+        if self.history:  # what every LLM fisher saw (their memories hold only their own)
             state["history"] = self.history.snapshot()
         return state
 

@@ -19,8 +19,8 @@ from collections.abc import Callable
 import numpy as np
 
 from agents.scripted import answers_many, observation_only
-from sim.contracts import DecisionRequest
-from sim.rng import randbelow_array, randbelow_many
+from sim.core.contracts import DecisionRequest
+from sim.core.rng import randbelow_array, randbelow_many
 
 Intent = Callable[[dict, random.Random], float]
 

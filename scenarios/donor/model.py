@@ -22,14 +22,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import Field, model_validator
 
 from agents.base import SocietyAgent
-from sim.contracts import Decision, DecisionRequest
-from sim.model import ScenarioConfig, SocietyModel
-from sim.spaces import Choice, Number, Text
+from sim.core.contracts import Decision, DecisionRequest
+from sim.tick.config import ScenarioConfig
+from sim.tick.model import SocietyModel
+from sim.core.spaces import Choice, Number, Text
 from scenarios.donor import templates as tpl
 from scenarios.donor.strategies import STRATEGIES
 
@@ -42,6 +43,8 @@ STRATEGY_CHARS = 200  # and each at most this long
 
 class DonorConfig(ScenarioConfig):
     """Config of the donor game; every field can be set with `--set key=value`."""
+
+    count_field: ClassVar[str] = "agents"
 
     agents: int = Field(12, ge=2, le=10_000, description="players per generation (even)")
     rounds: int = Field(12, ge=1, le=10_000, description="rounds per game (hidden from the players); at most `agents`")
@@ -69,8 +72,6 @@ class DonorConfig(ScenarioConfig):
             object.__setattr__(self, "total_rounds", full)
         elif self.total_rounds > full:
             raise ValueError(f"total_rounds ({self.total_rounds}) must be at most generations x 2 x rounds = {full}")
-        if self.population and sum(g.count for g in self.population) != self.agents:
-            raise ValueError(f"population counts add up to {sum(g.count for g in self.population)}, but agents is {self.agents}")
         return self
 
 
@@ -109,8 +110,6 @@ class DonorModel(SocietyModel):
         c = self.config
         params = {"fraction": c.fraction, "threshold": c.threshold, "punish_fraction": c.punish_fraction}
         for policy, strategy, persona in self.population_plan(c.agents):
-            if policy == "scripted" and strategy not in self.strategies:
-                raise ValueError(f"unknown donor strategy {strategy!r}; valid: {sorted(self.strategies)}")
             Donor(self, policy, strategy, persona, params, generation=1)
         self.generation = self.game = self.round = 0  # 1-based once the first tick starts
         self.halves: tuple[list[Donor], list[Donor]] = ([], [])
@@ -135,7 +134,6 @@ class DonorModel(SocietyModel):
 
     def update(self) -> None:
         gen, game, rnd = self._position(self.tick)
-        self._ids_tick = None
         if gen != self.generation:
             if self.generation:
                 self._turnover(gen)
@@ -224,7 +222,7 @@ class DonorModel(SocietyModel):
         out: list[dict[str, Any]] = []
         current: Optional[Donor] = recipient
         before = self.tick
-        ids = self._ids()
+        ids = self.agent_map()
         for _ in range(self.config.trace_depth):
             if current is None:
                 break
@@ -242,11 +240,6 @@ class DonorModel(SocietyModel):
         if not self.config.trace_depth:
             return None
         return next((x[2] for x in reversed(recipient.actions) if x[1] == "give"), None)
-
-    def _ids(self) -> dict[int, Donor]:
-        if getattr(self, "_ids_tick", None) != self.tick:
-            self._ids_tick, self._ids_map = self.tick, {a.unique_id: a for a in self.agents}
-        return self._ids_map
 
     def _trace_text(self, trace: list[dict[str, Any]]) -> str:
         parts = []
@@ -292,13 +285,13 @@ class DonorModel(SocietyModel):
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:
         if phase == "strategy":
             for d in decisions:
-                agent = self._ids()[d.agent_id]
+                agent = self.agent_map()[d.agent_id]
                 agent.strategy_text = str(d.value).strip() or "(no strategy)"
                 self.norms.statement(d.agent_id, STRATEGY_NORM, {"generation": self.generation}, agent.strategy_text)
         elif phase == "action":
             self.modes.update({d.agent_id: str(d.value) for d in decisions})
         else:
-            ids = self._ids()
+            ids = self.agent_map()
             for d in decisions:
                 self._donate(ids[d.agent_id], self.pairs[d.agent_id], float(d.value) / 100.0)
 

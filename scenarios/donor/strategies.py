@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sim.contracts import DecisionRequest
+from sim.core.contracts import DecisionRequest
 
 STRATEGY_TEXT = {
     "fixed": "I always give the same share of my resources.",

@@ -14,7 +14,7 @@ from typing import Optional
 
 from scenarios.market.data import Business, Customer, Market
 from scenarios.market.search import SearchIndex
-from sim.metrics import gini
+from sim.reward.metrics import gini
 
 
 def utility(customer: Customer, business: Business, paid: float, items: Sequence[str]) -> float:

@@ -35,9 +35,11 @@ from scenarios.market import measures, templates as tpl
 from scenarios.market.data import Business, Customer, Market
 from scenarios.market.search import ALGORITHMS, SearchIndex
 from scenarios.market.strategies import BUSINESS_STRATEGIES, CUSTOMER_STRATEGIES, LEAVE, STRATEGIES, WAIT, inquiry
-from sim.contracts import Decision, DecisionRequest, derive_seed
-from sim.model import ScenarioConfig, SocietyModel
-from sim.spaces import Choice, Number, Text
+from sim.core.contracts import Decision, DecisionRequest
+from sim.core.rng import derive_seed
+from sim.tick.config import ScenarioConfig
+from sim.tick.model import SocietyModel
+from sim.core.spaces import Choice, Number, Text
 
 MAX_DESCRIPTION = 600  # characters of a business description quoted in a prompt
 MAX_INQUIRIES_SHOWN = 6  # inquiries quoted in one business prompt
@@ -260,7 +262,7 @@ class MarketModel(SocietyModel):
         return self.request(s, "message", Text(max_tokens=MESSAGE_TOKENS), inquiry(obs), obs, context, question)
 
     def _act_message(self, decisions: Sequence[Decision]) -> None:
-        by_id = self._by_id()
+        by_id = self.agent_map()
         for d in decisions:
             s: Shopper = by_id[d.agent_id]
             s.messaged = True
@@ -293,7 +295,7 @@ class MarketModel(SocietyModel):
         return self.request(s, "pay", Choice(options), WAIT if can_wait else LEAVE, obs, context, question)
 
     def _act_pay(self, decisions: Sequence[Decision]) -> None:
-        by_id = self._by_id()
+        by_id = self.agent_map()
         for d in decisions:
             s: Shopper = by_id[d.agent_id]
             if d.value == WAIT:
@@ -381,7 +383,7 @@ class MarketModel(SocietyModel):
         return self.request(b, "respond", Number(b.floor_pct, 100, 1), 100.0, obs, context, question)
 
     def _act_respond(self, decisions: Sequence[Decision]) -> None:
-        by_id = self._by_id()
+        by_id = self.agent_map()
         arrived: list[tuple[Shopper, Proposal]] = []
         for d in decisions:
             b: Seller = by_id[d.agent_id]
@@ -416,11 +418,6 @@ class MarketModel(SocietyModel):
         name = self.sellers[p.business].business.name.strip() or self.market.businesses[p.business].id
         taken = {q.option.lower() for q in s.proposals} | {WAIT, LEAVE}
         return name if name.lower() not in taken else f"{name} ({self.market.businesses[p.business].id})"
-
-    def _by_id(self) -> dict[int, SocietyAgent]:
-        if not hasattr(self, "_ids"):
-            self._ids = {a.unique_id: a for a in self.agents}
-        return self._ids
 
     # ----- payoffs and metrics ----------------------------------------------------------------
     def payoffs(self) -> dict[int, float]:

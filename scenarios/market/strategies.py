@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from sim.contracts import DecisionRequest
+from sim.core.contracts import DecisionRequest
 
 WAIT, LEAVE = "wait", "leave"
 CUSTOMER_STRATEGIES = ("optimal", "first", "cheapest", "random_match")

@@ -18,7 +18,6 @@ every `metric_every` ticks (and on the last) on samples (see `tick_metric_docs`)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -28,9 +27,11 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from agents.base import SocietyAgent
-from sim.contracts import Decision, DecisionRequest, derive_seed
-from sim.model import ScenarioConfig, SocietyModel
-from sim.spaces import Choice, Text
+from sim.core.contracts import Decision, DecisionRequest
+from sim.core.rng import derive_seed
+from sim.tick.config import ScenarioConfig
+from sim.tick.model import SocietyModel
+from sim.core.spaces import Choice, Text
 from scenarios.social import feed as feeds
 from scenarios.social import metrics as M
 from scenarios.social import opinions
@@ -47,6 +48,8 @@ STANCE_SPACE = Choice(tpl.STANCES)
 
 class SocialConfig(ScenarioConfig):
     """Config of the community; every field can be set with `--set key=value`."""
+
+    count_field: ClassVar[str] = "agents"
 
     agents: int = Field(200, ge=2, le=1_000_000, description="number of members")
     ticks: int = Field(50, ge=1, le=100_000, description="ticks to run")
@@ -95,8 +98,6 @@ class SocialConfig(ScenarioConfig):
                 raise ValueError(f"edge-list {self.graph!r} names {nodes} nodes but agents={self.agents}; set agents >= {nodes}")
         if self.graph == "complete" and self.agents > MAX_COMPLETE:
             raise ValueError(f"graph=complete is limited to {MAX_COMPLETE} agents (n(n-1) follows); got agents={self.agents}")
-        if self.population and sum(g.count for g in self.population) != self.agents:
-            raise ValueError(f"population counts add up to {sum(g.count for g in self.population)}, but agents is {self.agents}")
         return self
 
 
@@ -170,8 +171,6 @@ class SocialModel(SocietyModel):
         self.convergence: list[float] = []
         self.members: list[Member] = []
         for idx, (policy, strategy, persona) in enumerate(self.population_plan(n)):
-            if policy == "scripted" and strategy not in self.strategies:
-                raise ValueError(f"unknown social strategy {strategy!r}; valid: {sorted(self.strategies)}")
             self.members.append(Member(self, idx, policy, strategy, persona))
         self.is_llm = np.array([m.policy == "llm" for m in self.members])
         self.uid = np.array([m.unique_id for m in self.members], dtype=np.int64)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from string import Template
 
-from sim.contracts import DecisionRequest
+from sim.core.contracts import DecisionRequest
 from scenarios.social import templates as tpl
 
 

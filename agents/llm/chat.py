@@ -1,0 +1,149 @@
+"""Any LangChain chat model as an `LLM`: batched with `.batch(max_concurrency=k)`, parsed, retried.
+
+- each call runs under a per-call timeout and a process-wide concurrency limit per model;
+- timeouts and connection errors are retried with exponential backoff;
+- the decision's space goes to the server as its structured-output constraint (`llm.structured`:
+  a JSON schema, vLLM guided fields or a llama.cpp grammar, see agents/llm/structured.py) and
+  every call's `max_tokens` is bounded by what the space needs;
+- answers are parsed strictly (`parse_strict`: the answer is the value, or a marked
+  `ANSWER: value`); a number picked out of a ramble is a parse failure;
+- an answer that cannot be parsed is retried with a corrective message (bounded), then the
+  request falls back to its default (recorded by the backend);
+- when every call of a batch fails with an error (the server is unreachable), it raises
+  BackendUnavailable and the run stops, marked failed with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from agents.llm.base import Answer, Messages
+from agents.llm.parse import parse_strict
+from agents.llm.prompts import retry_message
+from agents.llm.structured import call_kwargs, resolve_mode
+from sim.core.backend import BackendUnavailable
+from sim.core.contracts import DecisionRequest
+from sim.core.errors import UsageError
+from sim.core.spaces import SpaceError
+
+_LIMITS: dict[str, threading.BoundedSemaphore] = {}
+_LIMITS_LOCK = threading.Lock()
+
+
+def _limit(model_id: str, size: int) -> threading.BoundedSemaphore:
+    with _LIMITS_LOCK:
+        return _LIMITS.setdefault(model_id, threading.BoundedSemaphore(size))
+
+
+def load_chat_model(path: str, args: dict[str, Any]) -> Any:
+    """Instantiate `module:Class` with `args`; UsageError if it cannot be imported or built."""
+    from langchain_core.language_models import BaseChatModel
+
+    if ":" not in path:
+        raise UsageError(f"--llm expects module:Class, got {path!r}")
+    module_name, cls_name = path.split(":", 1)
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"cannot import chat model {path!r}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, BaseChatModel)):
+        raise UsageError(f"{path!r} is not a LangChain BaseChatModel")
+    try:
+        return cls(**args)
+    except Exception as exc:  # noqa: BLE001 - any constructor error is the user's input
+        raise UsageError(f"cannot build {path!r} with {args}: {exc}") from None
+
+
+def _to_lc(messages: Sequence[dict[str, str]]) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+    return [kinds[m["role"]](content=m["content"]) for m in messages]
+
+
+class ChatLLM:
+    """Wraps a `BaseChatModel` so a whole batch goes out through one `.batch` call per attempt."""
+
+    transient = (TimeoutError, FutureTimeout, ConnectionError, OSError)
+
+    def __init__(self, chat_model: Any, model_id: str, *, max_concurrency: int = 8, timeout_s: float = 60.0,
+                 max_retries: int = 2, backoff_s: float = 0.5, sampling: dict[str, Any] | None = None,
+                 structured: str = "auto") -> None:
+        self.chat_model = chat_model
+        self.structured = resolve_mode(structured, chat_model)
+        self.model_id = model_id
+        self.max_concurrency = max_concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.sampling = dict(sampling or {})
+        self._limit = _limit(model_id, max_concurrency)
+        self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="societas-llm")
+
+    def _invoke(self, call: tuple[list[Any], dict[str, Any]]) -> Any:
+        messages, kwargs = call
+        with self._limit:
+            future = self._pool.submit(self.chat_model.invoke, messages, **kwargs)
+            try:
+                return future.result(timeout=self.timeout_s)
+            except FutureTimeout:
+                future.cancel()
+                raise TimeoutError(f"no answer within {self.timeout_s:g}s") from None
+
+    def _batch(self, conversations: list[tuple[list[Any], dict[str, Any]]]) -> list[Any]:
+        from langchain_core.runnables import RunnableLambda
+
+        runnable = RunnableLambda(self._invoke)
+        return runnable.batch(conversations, config={"max_concurrency": self.max_concurrency}, return_exceptions=True)
+
+    def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
+        convo = [list(m) for m in messages]
+        kwargs = [call_kwargs(r.space, self.structured, self.chat_model, r.seed) for r in requests]
+        out: list[Answer | None] = [None] * len(requests)
+        attempts = [0] * len(requests)
+        errors: dict[int, str] = {}
+        crashed: set[int] = set()
+        todo = list(range(len(requests)))
+        for attempt in range(self.max_retries + 1):
+            if not todo:
+                break
+            if attempt:
+                time.sleep(min(self.backoff_s * 2 ** (attempt - 1), 10.0) if crashed & set(todo) else 0.0)
+            results = self._batch([(_to_lc(convo[i]), kwargs[i]) for i in todo])
+            again = []
+            for i, res in zip(todo, results):
+                attempts[i] += 1
+                if isinstance(res, BaseException):
+                    errors[i] = f"{type(res).__name__}: {res}"
+                    crashed.add(i)
+                    again.append(i)
+                    continue
+                crashed.discard(i)
+                text = str(getattr(res, "content", res))
+                usage = getattr(res, "usage_metadata", None) or {}
+                try:
+                    value = parse_strict(text, requests[i].space)
+                except SpaceError as exc:
+                    errors[i] = f"unparseable: {exc}"
+                    convo[i] = convo[i] + [{"role": "assistant", "content": text}, retry_message(str(exc), requests[i])]
+                    out[i] = Answer(None, raw=text, tokens_in=usage.get("input_tokens", 0),
+                                    tokens_out=usage.get("output_tokens", 0), attempts=attempts[i], error=errors[i])
+                    again.append(i)
+                    continue
+                out[i] = Answer(value, raw=text, tokens_in=usage.get("input_tokens", 0),
+                                tokens_out=usage.get("output_tokens", 0), attempts=attempts[i])
+            todo = again
+        if crashed and len(crashed) == len(requests):
+            raise BackendUnavailable(f"{self.model_id} unreachable: every call of the batch failed ({errors[min(crashed)]})")
+        for i in range(len(requests)):
+            if out[i] is None or i in crashed:
+                out[i] = Answer(None, raw="", attempts=attempts[i], error=errors.get(i, "no answer"))
+            elif out[i].error is not None:
+                out[i].attempts = attempts[i]
+        return out  # type: ignore[return-value]

@@ -1,0 +1,338 @@
+"""The local causal LM (`LocalLM`): transformers on torch, every call batched, loaded once per process.
+
+A batch is laid out as a prefix tree of buckets (`agents.llm.local.layout`); each group's common
+prefix is forwarded once and kept as one copy of its keys and values, which every row attends to
+through the shared-prefix attention (`agents.llm.local.attention`).
+
+Decoding runs on the device, for all rows at once, with at most one host synchronisation per
+decoding step (to stop when every row is done):
+- `choose`: one prefill; the options of a prompt go in one row after it with a tree-shaped
+  mask; each option's score is its mean token log-likelihood, gathered for the option tokens
+  only (logit minus logsumexp), summed per option with scatter_add; the pick is made on device.
+- `decode_numbers`: constrained decoding of digits (`agents.llm.local.numbers`), so every answer
+  lies in [lo, hi].
+- `generate`: top-k sampling (greedy at temperature 0) for free text.
+
+Every pick draws seeded Gumbel noise (`agents.llm.local.sampling`): a request's answer never
+depends on its batch, its row or the other requests.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import torch
+
+from agents.llm.local.attention import ATTN_NAME, register_attention, shared_prefix
+from agents.llm.local.device import default_batch_tokens, pick_device, pick_dtype, pick_threads
+from agents.llm.local.ids import ModelNotFound, resolve_model
+from agents.llm.local.layout import LayoutRules, layout
+from agents.llm.local.numbers import MAX_NUMBER_DIGITS, NumberState
+from agents.llm.local.sampling import STREAM_CHOICE, STREAM_NUMBER, STREAM_TEXT, seeded_pick
+
+
+class LocalLM:
+    """A causal LM with a chat template, loaded once, answering batches."""
+
+    def __init__(self, model: Optional[str] = None, device: Optional[str] = None, dtype: Optional[str] = None,
+                 max_batch: Optional[int] = None, top_k: int = 50, threads: Optional[int] = None,
+                 batch_tokens: Optional[int] = None, *, hf_model: Any = None, tokenizer: Any = None) -> None:
+        """Load `model` (None: the embedded GGUF), or wrap an already built `hf_model` and `tokenizer`."""
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        register_attention()
+        self.device = pick_device(device)
+        self.threads = pick_threads(self.device, threads)
+        if self.device == "cpu":
+            torch.set_num_threads(self.threads)
+        if hf_model is not None:
+            self.model_id = getattr(hf_model.config, "name_or_path", "") or "in-memory"
+            self.tokenizer, self.model = tokenizer, hf_model.to(self.device)
+            self.dtype = next(hf_model.parameters()).dtype
+        else:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            directory, gguf, self.model_id = resolve_model(model)
+            self.dtype = pick_dtype(self.device, dtype)
+            kwargs = {"gguf_file": gguf} if gguf else {}
+            _quiet_gguf_progress()
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(directory, **kwargs)
+                self.model = AutoModelForCausalLM.from_pretrained(directory, dtype=self.dtype, **kwargs).to(self.device)
+            except (OSError, ValueError) as exc:
+                raise ModelNotFound(f"cannot load model from {directory}: {exc}") from None
+        self.model.config._attn_implementation = ATTN_NAME
+        self.model.eval()
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.pad_id = int(self.tokenizer.pad_token_id)
+        self.eos_ids = {int(self.tokenizer.eos_token_id)}
+        self._eos = torch.tensor(sorted(self.eos_ids), device=self.device)
+        on_gpu = self.device.startswith("cuda")
+        self.batch_tokens = int(batch_tokens or default_batch_tokens(self.device))
+        self.max_batch = int(max_batch or (4096 if on_gpu else 64))  # rows per bucket
+        self.top_k = top_k
+        self.min_shared_prefix = 16  # a shared prefix shorter than this is not worth a separate forward
+        self.split_cost = 4096 if on_gpu else 48  # tokens one extra forward is worth (prefix grouping)
+        self.counters = {"prefix_forwards": 0, "prefix_tokens": 0, "suffix_tokens": 0, "buckets": 0, "decode_steps": 0}
+        vocab = self.model.get_output_embeddings().weight.shape[0]
+        self.digit_ids = [self.tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
+        if any(i is None or i < 0 or i >= vocab for i in self.digit_ids):
+            raise ModelNotFound("the tokenizer has no single-token digits; numbers cannot be decoded")
+        self._digit_index = torch.tensor(self.digit_ids, device=self.device)
+        self._fdtype = torch.float64 if self.dtype == torch.float64 else torch.float32  # logits' dtype for decoding
+
+    @property
+    def rules(self) -> LayoutRules:
+        """How batches are cut (agents.llm.local.layout), from this model's current settings."""
+        return LayoutRules(self.batch_tokens, self.max_batch, self.min_shared_prefix, self.split_cost)
+
+    # ----- prompts ------------------------------------------------------------------------------
+    def render(self, messages: Sequence[dict[str, str]]) -> str:
+        """Chat messages to the model's prompt text, ending where the assistant answers."""
+        return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+
+    def encode(self, prompts: Sequence[str] | Sequence[list[int]]) -> list[list[int]]:
+        """Token ids of each prompt; prompts already given as token ids pass through untouched."""
+        return [p if isinstance(p, list) else self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+
+    # ----- forward passes -----------------------------------------------------------------------
+    def _prefix_kv(self, tokens: list[int], parent=None, start: int = 0):
+        """The KV of a shared prefix: one copy ([1, heads, P, dim] per layer), kept by reference.
+
+        With `parent` (the KV of tokens[:start]) only tokens[start:] are forwarded, attending to it.
+        """
+        self.counters["prefix_forwards"] += 1
+        self.counters["prefix_tokens"] += len(tokens) - start
+        x = torch.tensor([tokens[start:]], device=self.device)
+        positions = torch.arange(start, len(tokens), device=self.device)[None]
+        if parent is None:
+            with shared_prefix(None):
+                out = self.model(input_ids=x, position_ids=positions, use_cache=True, logits_to_keep=1)
+            return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        n = len(tokens) - start
+        causal = torch.ones((n, n), dtype=torch.bool, device=self.device).tril()
+        with shared_prefix(parent):
+            out = self.model(input_ids=x, attention_mask=causal[None, None], position_ids=positions,
+                             use_cache=True, logits_to_keep=1)
+        return [(torch.cat([pk, layer.keys], dim=2), torch.cat([pv, layer.values], dim=2))
+                for (pk, pv), layer in zip(parent, out.past_key_values.layers)]
+
+    def _prefill(self, rows: Sequence[list[int]], shared: int, prefix_kv):
+        """Forward the rows' own tokens (after `shared` prefix tokens) left-padded; last logits and state."""
+        own = [r[shared:] for r in rows]
+        width = max(len(r) for r in own)
+        n = len(rows)
+        self.counters["buckets"] += 1
+        self.counters["suffix_tokens"] += n * width
+        flat = torch.full((n, width), self.pad_id, dtype=torch.long)
+        lengths = torch.tensor([len(r) for r in own])
+        for b, r in enumerate(own):
+            flat[b, width - len(r):] = torch.tensor(r)
+        input_ids = flat.to(self.device, non_blocking=True)
+        lengths = lengths.to(self.device)
+        cols = torch.arange(width, device=self.device)
+        real = cols[None, :] >= (width - lengths)[:, None]  # [n, width]
+        positions = shared + (real.long().cumsum(-1) - 1).clamp(min=0)
+        causal = cols[None, :] <= cols[:, None]
+        mask4 = (causal[None] & real[:, None, :]) | torch.eye(width, dtype=torch.bool, device=self.device)[None]
+        with shared_prefix(prefix_kv if shared else None):
+            out = self.model(input_ids=input_ids, attention_mask=mask4[:, None], position_ids=positions,
+                             use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1, :].to(self._fdtype), out.past_key_values, real, positions[:, -1] + 1
+
+    def _step(self, tokens: torch.Tensor, cache, mask: torch.Tensor, positions: torch.Tensor, prefix_kv):
+        """Feed one token per row; returns new logits and the grown key mask."""
+        self.counters["decode_steps"] += 1
+        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=torch.bool, device=self.device)], dim=1)
+        with shared_prefix(prefix_kv):
+            out = self.model(input_ids=tokens.view(-1, 1), attention_mask=mask[:, None, None, :],
+                             position_ids=positions.view(-1, 1), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1, :].to(self._fdtype), mask
+
+    def _batches(self, ids: Sequence[list[int]]):
+        """(bucket indices, prefill state, prefix kv) for every bucket of the plan, each prefix computed once.
+
+        The groups come in tree order, so the prefixes computed so far that are still prefixes of the
+        current group's rows are kept (shortest first, each with its KV); a group reuses the one of its
+        length or extends the longest shorter one, and the others are dropped (no later group needs them).
+        """
+        kept: list[tuple[list[int], Any]] = []
+        for shared, chain, buckets in layout(ids, self.rules):
+            row = ids[buckets[0][0]]
+            kept = [(t, kv) for t, kv in kept if row[:len(t)] == t]
+            kv = None
+            for length in (*chain, shared):
+                if not length:
+                    continue
+                below = [e for e in kept if len(e[0]) < length]
+                if len(below) < len(kept) and len(kept[len(below)][0]) == length:
+                    kv = kept[len(below)][1]
+                    continue
+                parent = below[-1] if below else None
+                kv = self._prefix_kv(row[:length], parent[1] if parent else None, len(parent[0]) if parent else 0)
+                kept.insert(len(below), (row[:length], kv))
+            for bucket in buckets:
+                yield bucket, self._prefill([ids[i] for i in bucket], shared, kv), kv
+
+    # ----- choices ------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def choose(self, prompts: Sequence[str] | Sequence[list[int]], options: Sequence[Sequence[str]], temperature: float,
+               seeds: Sequence[int]) -> list[tuple[int, list[float]]]:
+        """(picked option index, option scores) per prompt; scores are mean token log-likelihoods.
+
+        The options of a prompt go in one row after it, each option attending to the prompt and
+        to its own earlier tokens only (a tree-shaped mask), so the prompt is computed once.
+        """
+        ids = self.encode(prompts)
+        out: list[tuple[int, list[float]]] = [(0, [])] * len(ids)
+        for bucket, (last, cache, mask, next_pos), kv in self._batches(ids):
+            toks = [[self.tokenizer.encode(o, add_special_tokens=False) or [self.pad_id] for o in options[i]] for i in bucket]
+            scores = self._option_scores(toks, last, cache, mask, next_pos, kv)
+            seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
+            k_ids = torch.arange(scores.shape[1], device=self.device).expand_as(scores)
+            picks = seeded_pick(scores, temperature, seed_t, STREAM_CHOICE, 0, k_ids)
+            picks_l, scores_l = picks.tolist(), scores.tolist()  # the bucket's one transfer to the host
+            for b, i in enumerate(bucket):
+                out[i] = (picks_l[b], scores_l[b][:len(toks[b])])
+        return out
+
+    def score_choices(self, prompts: Sequence[str] | Sequence[list[int]], options: Sequence[Sequence[str]]) -> list[list[float]]:
+        """Mean token log-likelihood of every option after its prompt."""
+        return [s for _, s in self.choose(prompts, options, 0.0, [0] * len(prompts))]
+
+    def _option_scores(self, toks, last, cache, mask, next_pos, kv) -> torch.Tensor:
+        n, kmax = len(toks), max(len(row) for row in toks)
+        width = max(sum(len(t) for t in row) for row in toks)
+        opt_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        seg = torch.full((n, width), kmax, dtype=torch.long)  # kmax: the padding's dummy segment
+        off = torch.zeros((n, width), dtype=torch.long)
+        counts = torch.ones((n, kmax))
+        exists = torch.zeros((n, kmax), dtype=torch.bool)
+        for b, row in enumerate(toks):
+            at = 0
+            for k, t in enumerate(row):
+                opt_ids[b, at:at + len(t)] = torch.tensor(t)
+                seg[b, at:at + len(t)] = k
+                off[b, at:at + len(t)] = torch.arange(len(t))
+                counts[b, k], exists[b, k] = len(t), True
+                at += len(t)
+        multi = bool((off > 0).any())  # decided on the host, before anything moves to the device
+        opt_ids, seg, off = opt_ids.to(self.device), seg.to(self.device), off.to(self.device)
+        lp = last.gather(1, opt_ids) - torch.logsumexp(last, dim=-1, keepdim=True)  # each token as if first
+        if multi:
+            valid = seg < kmax
+            own = (seg[:, :, None] == seg[:, None, :]) & (off[:, None, :] <= off[:, :, None]) & valid[:, None, :]
+            own |= torch.eye(width, dtype=torch.bool, device=self.device)[None]  # padding sees itself
+            prompt = mask[:, None, :].expand(n, width, mask.shape[1])
+            full = torch.cat([prompt, own], dim=-1)[:, None]
+            with shared_prefix(kv):
+                hidden = self.model.model(input_ids=opt_ids, attention_mask=full, position_ids=next_pos[:, None] + off,
+                                          past_key_values=cache, use_cache=True).last_hidden_state
+            logits = self.model.get_output_embeddings()(hidden[:, :-1]).to(self._fdtype)  # position j predicts token j + 1
+            later = logits.gather(-1, opt_ids[:, 1:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+            lp = torch.cat([lp[:, :1], torch.where(off[:, 1:] > 0, later, lp[:, 1:])], dim=1)
+        sums = torch.zeros((n, kmax + 1), dtype=lp.dtype, device=self.device).scatter_add_(1, seg, lp)[:, :kmax]
+        scores = sums / counts.to(self.device, lp.dtype)
+        return scores.masked_fill(~exists.to(self.device), float("-inf"))
+
+    # ----- numbers ------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def decode_numbers(self, prompts: Sequence[str] | Sequence[list[int]], bounds: Sequence[tuple[int, int]], temperature: float,
+                       seeds: Sequence[int]) -> list[tuple[int, int]]:
+        """(value, tokens decoded) per prompt, each value an integer in its [lo, hi] (0 <= lo <= hi)."""
+        ids = self.encode(prompts)
+        cap = 10**MAX_NUMBER_DIGITS - 1
+        results: list[tuple[int, int]] = [(0, 0)] * len(ids)
+        for bucket, (logits, cache, mask, pos), kv in self._batches(ids):
+            lo = torch.tensor([min(max(0, int(bounds[i][0])), cap) for i in bucket], device=self.device)
+            hi = torch.tensor([min(max(0, int(bounds[i][1])), cap) for i in bucket], device=self.device)
+            seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
+            state = NumberState(lo, hi)
+            cand_ids = torch.cat([self._digit_index, self._digit_index.new_tensor([-1])]).expand(len(bucket), 11)
+            for step in range(state.max_digits + 1):
+                lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+                digit_lp = logits[:, self._digit_index] - lse
+                stop_lp = torch.log1p(-digit_lp.exp().sum(-1).clamp(max=1 - 1e-7))  # every non-digit token
+                allowed = torch.cat([state.digit_mask(), state.may_stop()[:, None]], dim=1)
+                scores = torch.cat([digit_lp, stop_lp[:, None]], dim=1).masked_fill(~allowed, float("-inf"))
+                pick = seeded_pick(scores, temperature, seed_t, STREAM_NUMBER, step, cand_ids)
+                feed = state.advance(pick, self._digit_index, self.pad_id)
+                if bool(state.done.all()):  # the step's one host synchronisation
+                    break
+                logits, mask = self._step(feed, cache, mask, pos, kv)
+                pos = pos + 1
+            values, counts = state.value.tolist(), (state.digits + state.stopped.long()).tolist()
+            for b, i in enumerate(bucket):
+                results[i] = (values[b], counts[b])
+        return results
+
+    # ----- text ---------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[str] | Sequence[list[int]], max_tokens: Sequence[int], temperature: float,
+                 seeds: Sequence[int]) -> list[tuple[str, int]]:
+        """(text, tokens generated) per prompt: top-k sampling (greedy at temperature 0)."""
+        ids = self.encode(prompts)
+        results: list[tuple[str, int]] = [("", 0)] * len(ids)
+        for bucket, (logits, cache, mask, pos), kv in self._batches(ids):
+            n, steps = len(bucket), max(int(max_tokens[i]) for i in bucket)
+            limit = torch.tensor([int(max_tokens[i]) for i in bucket], device=self.device)
+            seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
+            out = torch.full((n, max(steps, 1)), self.pad_id, dtype=torch.long, device=self.device)
+            length = torch.zeros(n, dtype=torch.long, device=self.device)
+            done = limit <= 0
+            for step in range(steps):
+                if temperature <= 0:
+                    tok = logits.argmax(dim=-1)
+                else:
+                    top_lp, top_ids = logits.topk(min(self.top_k, logits.shape[-1]), dim=-1)
+                    tok = top_ids.gather(1, seeded_pick(top_lp, temperature, seed_t, STREAM_TEXT, step, top_ids)[:, None]).squeeze(1)
+                eos = torch.isin(tok, self._eos)
+                emit = ~done & ~eos
+                out[:, step] = torch.where(emit, tok, self.pad_id)
+                length += emit.long()
+                done = done | eos | (length >= limit)
+                if bool(done.all()):  # the step's one host synchronisation
+                    break
+                logits, mask = self._step(torch.where(emit, tok, self.pad_id), cache, mask, pos, kv)
+                pos = pos + 1
+            rows, lens = out.tolist(), length.tolist()
+            for b, i in enumerate(bucket):
+                results[i] = (self.tokenizer.decode(rows[b][:lens[b]], skip_special_tokens=True).strip(), lens[b])
+        return results
+
+
+_SHARED: dict[tuple, LocalLM] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_lm(model: Optional[str] = None, device: Optional[str] = None, dtype: Optional[str] = None,
+              max_batch: Optional[int] = None, threads: Optional[int] = None, batch_tokens: Optional[int] = None) -> LocalLM:
+    """One loaded model per (model, device, dtype, batch shape) in a process: runs, sweeps and threads share it.
+
+    Thread-safe: concurrent first calls (e.g. a LangChain `.batch` fanning out) load it once.
+    """
+    key = (model, device, dtype, max_batch) + ((threads, batch_tokens) if threads or batch_tokens else ())
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = LocalLM(model, device, dtype, max_batch, threads=threads, batch_tokens=batch_tokens)
+        return _SHARED[key]
+
+
+def _quiet_gguf_progress() -> None:
+    """Silence transformers' GGUF de-quantisation bar, which would clutter the run's own progress."""
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+        from tqdm.auto import tqdm
+
+        gguf_utils.tqdm = functools.partial(tqdm, disable=True)
+    except (ImportError, AttributeError):
+        pass

@@ -1,0 +1,220 @@
+"""The scenario registry: a stable name for every scenario class, and user scenarios by reference.
+
+Adding a scenario to the package = one package with a `SocietyModel` subclass, plus one line in
+`REGISTRY` below. A scenario of your own needs no change here:
+
+- decorate its class with `@register` (also `sim.register`): `get_scenario("its name")` finds it
+  in the process that imported it (a script, a notebook);
+- or name it by reference, `package.module:Class` or `path/to/file.py:Class`: `societas run`,
+  `societas scenarios`, sweep files and `sim.run` import it. A run stores the reference (a file
+  path made absolute), so replay, resume, fork, show, export and the app load the class again.
+
+`register_strategy(scenario, name)` adds a scripted strategy to a scenario class from user code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional, TypeVar, Union, overload
+
+from scenarios.commons.model import CommonsModel
+from scenarios.donor.model import DonorModel
+from scenarios.market.model import MarketModel
+from scenarios.social.model import SocialModel
+from sim.core import refs
+from sim.core.errors import UsageError
+from sim.tick.model import SocietyModel
+
+__all__ = ["REGISTRY", "BUILTIN", "get_scenario", "find_scenario", "reference_of", "register", "register_strategy",
+           "is_reference"]
+
+M = TypeVar("M", bound=type[SocietyModel])
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Registry(dict):
+    """name -> scenario class. `.get(ref)` also resolves a `module:Class` / `file.py:Class` reference
+    (None when it cannot be loaded), so readers of stored runs (summaries, the app) find user scenarios."""
+
+    def get(self, key: Any, default: Any = None) -> Any:  # noqa: D102
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        if isinstance(key, str) and is_reference(key):
+            try:
+                return _load_reference(key)
+            except UsageError:
+                return default
+        return default
+
+
+REGISTRY: dict[str, type[SocietyModel]] = _Registry({
+    CommonsModel.name: CommonsModel,
+    DonorModel.name: DonorModel,
+    MarketModel.name: MarketModel,
+    SocialModel.name: SocialModel,
+})
+#: the names shipped with the package: never replaced by `register`
+BUILTIN = frozenset(REGISTRY)
+
+
+# ----- registration -------------------------------------------------------------------------------------------
+@overload
+def register(cls: M) -> M: ...
+@overload
+def register(cls: None = None, *, name: Optional[str] = None) -> Callable[[M], M]: ...
+
+
+def register(cls: Any = None, *, name: Optional[str] = None) -> Any:
+    """Class decorator: put a `SocietyModel` subclass in `REGISTRY` under its `name` (or `name=`).
+
+        @register
+        class PublicGoods(SocietyModel):
+            name = "public_goods"
+            ...
+
+    Registering the same name again replaces the earlier class (re-running a notebook cell);
+    a built-in scenario's name is refused. Returns the class unchanged.
+    """
+
+    def apply(klass: Any) -> Any:
+        if not (isinstance(klass, type) and issubclass(klass, SocietyModel)) or klass is SocietyModel:
+            raise TypeError(f"@register takes a SocietyModel subclass, not {klass!r}")
+        key = name or klass.name
+        if not key or not isinstance(key, str):
+            raise ValueError(f"{klass.__qualname__} has no `name`: set the class attribute `name = \"...\"` or use @register(name=...)")
+        if is_reference(key):
+            raise ValueError(f"scenario name {key!r} may not contain ':' (that marks a module:Class reference)")
+        if key in BUILTIN and REGISTRY.get(key) is not klass:
+            raise ValueError(f"{key!r} is a built-in scenario; give {klass.__qualname__} another `name`")
+        if name and klass.name != name:
+            klass.name = name
+        REGISTRY[key] = klass
+        return klass
+
+    return apply if cls is None else apply(cls)
+
+
+def register_strategy(scenario: Union[str, type[SocietyModel]], name: str) -> Callable[[F], F]:
+    """Decorator: add a scripted strategy `(request, rng) -> value` to a scenario class.
+
+        @register_strategy("commons", "cautious")
+        def cautious(request, rng):
+            ...
+
+    The class gets a new `strategies` dict (its parents' are untouched). The strategy exists in
+    this process only: to use it from the CLI or to replay such runs later, define it in a
+    subclass in a file and run that by reference (see docs/tutorial.md).
+    """
+    cls = get_scenario(scenario) if isinstance(scenario, str) else scenario
+
+    def apply(fn: F) -> F:
+        if not callable(fn):
+            raise TypeError(f"a strategy is a callable (request, rng) -> value, not {fn!r}")
+        cls.strategies = {**dict(cls.strategies), name: fn}
+        return fn
+
+    return apply
+
+
+# ----- lookup -------------------------------------------------------------------------------------------------
+def is_reference(ref: str) -> bool:
+    """Whether `ref` names a class by `module:Class` or `path/to/file.py:Class` (not a registered name)."""
+    return refs.is_reference(ref)
+
+
+def get_scenario(ref: Union[str, type[SocietyModel]]) -> type[SocietyModel]:
+    """The scenario class for a registered name or a `module:Class` / `file.py:Class` reference.
+
+    Raises a one-line UsageError for an unknown name, a missing file, module or class, a class
+    that is not a SocietyModel, or an error raised while importing the user's file.
+    """
+    if isinstance(ref, type):
+        if issubclass(ref, SocietyModel) and ref is not SocietyModel:
+            return ref
+        raise UsageError(f"{ref.__qualname__} is not a SocietyModel subclass")
+    if not isinstance(ref, str):
+        raise UsageError(f"a scenario is a name or a module:Class reference, not {type(ref).__name__}")
+    if dict.__contains__(REGISTRY, ref):
+        return dict.__getitem__(REGISTRY, ref)
+    if is_reference(ref):
+        return _load_reference(ref)
+    raise UsageError(f"unknown scenario {ref!r}; valid: {', '.join(sorted(REGISTRY))}, "
+                     "or a reference module:Class or path/to/file.py:Class")
+
+
+def find_scenario(ref: str) -> Optional[type[SocietyModel]]:
+    """`get_scenario(ref)`, or None when it cannot be found or loaded (for readers of stored runs)."""
+    try:
+        return get_scenario(ref)
+    except UsageError:
+        return None
+
+
+def reference_of(scenario: Union[str, type[SocietyModel]], *, base: Optional[Path] = None) -> str:
+    """What a RunSpec stores for `scenario`, so that a later process can load the class again.
+
+    A built-in name stays as it is. A `file.py:Class` reference gets an absolute path (a relative one
+    is taken from `base`, else the current directory); `module:Class` stays as given. A class (or the
+    name it was registered under) becomes `/abs/file.py:Class` when it comes from a top-level module or
+    file, `package.module:Class` from a package, and stays its registered name when it has no file
+    (defined in `__main__`, a notebook): such runs can be replayed only where the name is registered.
+    """
+    if isinstance(scenario, str):
+        if dict.__contains__(REGISTRY, scenario):
+            if scenario in BUILTIN:
+                return scenario
+            return _class_reference(dict.__getitem__(REGISTRY, scenario), scenario)
+        if is_reference(scenario):
+            target = scenario.rpartition(":")[0]
+            if refs.is_path(target):
+                ref = refs.absolute(scenario, base)
+                _load_reference(ref, shown=scenario)  # must load
+                return ref
+            get_scenario(scenario)
+            return scenario
+        get_scenario(scenario)  # raises: unknown
+    cls = get_scenario(scenario)
+    for key, value in dict.items(REGISTRY):
+        if value is cls and key in BUILTIN:
+            return key
+    return _class_reference(cls, cls.name)
+
+
+def _class_reference(cls: type[SocietyModel], fallback: str) -> str:
+    module = sys.modules.get(cls.__module__)
+    qual = cls.__qualname__
+    if "<locals>" in qual or module is None or cls.__module__ == "__main__":
+        if fallback and dict.get(REGISTRY, fallback) is cls:
+            return fallback
+        raise UsageError(f"{qual} cannot be named for a later run: define it at the top level of a module or file, "
+                         "or decorate it with @register")
+    loaded = refs.file_of_module(cls.__module__)
+    if loaded is not None:
+        return f"{loaded}:{qual}"
+    if "." in cls.__module__:
+        return f"{cls.__module__}:{qual}"
+    source = getattr(module, "__file__", None)
+    if source and source.endswith(".py"):
+        return f"{os.path.abspath(source)}:{qual}"
+    return f"{cls.__module__}:{qual}"
+
+
+# ----- loading references -------------------------------------------------------------------------------------
+def _load_reference(ref: str, shown: Optional[str] = None) -> type[SocietyModel]:
+    """The class `ref` names; error messages quote `shown` (what the user wrote) when given."""
+    shown = shown or ref
+    module, obj = refs.load_object(ref, "scenario", shown)
+    cls_name = ref.rpartition(":")[2]
+    if obj is None:
+        found = sorted(n for n, v in vars(module).items()
+                       if isinstance(v, type) and issubclass(v, SocietyModel) and v is not SocietyModel)
+        raise UsageError(f"{shown.rpartition(':')[0]} has no class {cls_name!r}; scenario classes there: "
+                         f"{', '.join(found) or 'none'}")
+    if not (isinstance(obj, type) and issubclass(obj, SocietyModel)) or obj is SocietyModel:
+        kind = ("SocietyModel itself: name your subclass" if obj is SocietyModel
+                else "a class" if isinstance(obj, type) else f"a {type(obj).__name__}")
+        raise UsageError(f"{shown} is not a SocietyModel subclass (it is {kind})")
+    return obj

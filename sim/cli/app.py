@@ -1,0 +1,161 @@
+"""The `societas` typer app and what its commands share: the store they open, errors, numbers, progress bars.
+
+Bad input exits with code 2 and one line on stderr naming the problem; nothing is written.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.metadata as md
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, Callable, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sim.core.errors import UsageError
+from sim.runner.execution import RunFailed, RunInterrupted, RunResult
+from sim.store.schema import DEFAULT_URL, default_url
+from sim.store.store import Store
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="societas: societies of LLM-driven agents on Mesa.")
+out = Console()
+err = Console(stderr=True)
+
+DbOption = typer.Option(None, "--db", help=f"database URL (default: $SOCIETAS_DB or {DEFAULT_URL}, i.e. runs.db in the current directory)")
+JsonOption = typer.Option(False, "--json", help="print JSON on stdout instead of tables")
+
+
+def open_store(url: Optional[str], *, create: bool = True) -> Store:
+    """The store at `url` (default_url); read-only commands pass create=False so that reading never creates one.
+
+    It is closed when the command exits (however it exits, short of SIGKILL): SQLite then folds its
+    write-ahead log into the file, so a user who copies `runs.db` alone after a run copies all of it.
+    """
+    store = Store(default_url(url), create=create)
+    atexit.register(store.close)
+    return store
+
+
+def _version(value: bool) -> None:
+    if value:
+        try:
+            version = md.version("societas")
+        except md.PackageNotFoundError:
+            version = "unknown"
+        print(f"societas {version}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the version and exit")) -> None:
+    """societas: societies of LLM-driven agents on Mesa."""
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print `error: message` on stderr and exit with `code` (2: bad input)."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def fmt(v: Any) -> str:
+    """A metric for a table: 4 significant digits; a missing value as `null`, the word its docs and --json use."""
+    if v is None:
+        return "null"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def progress_bar(label: str, total: int, quiet: bool) -> tuple[Progress, Any]:
+    """A progress bar on stderr (transient and hidden off a terminal when `quiet`: --json) and its task."""
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[info]}"), console=err, transient=quiet, disable=quiet and not err.is_terminal)
+    return bar, bar.add_task(label, total=total, info="")
+
+
+def with_progress(label: str, quiet: bool, call: Callable[[Callable[[int, int, Any], None]], RunResult], *,
+                  total: Optional[int] = None, info: Optional[Callable[[Any], str]] = None,
+                  resume_hint: bool = False) -> RunResult:
+    """Run `call(progress)` under a progress bar: shown at once when `total` is known, else with the first
+    committed tick (bad input found first stays one line, no empty bar). A failed or interrupted run exits
+    1 or 128 + the signal, its committed ticks kept."""
+    shown: list[tuple[Progress, Any]] = []
+
+    def show(total: int) -> None:
+        shown.append(progress_bar(label, total, quiet))
+        shown[0][0].start()
+
+    if total is not None:
+        show(total)
+
+    def progress(tick: int, total: int, record: Any) -> None:
+        if not shown:
+            show(total)
+        bar, task = shown[0]
+        bar.update(task, completed=tick, total=total, info=info(record) if info is not None else "")
+
+    try:
+        return call(progress)
+    except RunInterrupted as exc:
+        fail(f"run {exc.run_id} {exc.reason}; its committed ticks are kept (status failed)", code=exc.exit_code)
+    except RunFailed as exc:
+        hint = f"; `societas resume {exc.run_id}` continues it" if resume_hint else ""
+        fail(f"run {exc.run_id} failed: {exc.reason} (committed ticks are kept{hint})", code=1)
+    finally:
+        if shown:
+            shown[0][0].stop()
+
+
+def fit_widths(headers: Sequence[str], cells: Sequence[Sequence[str]], width: int, shrink: Sequence[int]) -> list[int]:
+    """Column widths for a table with one space between columns, to fit `width` characters.
+
+    Each column starts as wide as its longest cell; where the table is too wide, the widest of the
+    `shrink` columns give way one character at a time, first down to their longest word (a narrow
+    terminal then wraps a cell between words, never inside one: "commo/ns"), and only then further
+    (a file-path scenario, a stale run's host name fold), before any column is cut off at the edge.
+    """
+    natural, words = [], []
+    for i, header in enumerate(headers):
+        column = [header, *(row[i] for row in cells)]
+        natural.append(max(map(len, column)))
+        words.append(max(len(w) for text in column for w in text.split() or [""]))
+    widths = list(natural)
+    for floor in (words, [6] * len(headers)):
+        while sum(widths) + len(widths) - 1 > width:
+            fits = [i for i in shrink if widths[i] > floor[i]]
+            if not fits:
+                break
+            widths[max(fits, key=lambda i: widths[i])] -= 1
+    return widths
+
+
+def main() -> None:
+    """Console-script entry: usage errors become one line and exit code 2; a closed pipe (`| head`) exits 0."""
+    try:
+        app(standalone_mode=True)
+    except UsageError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise
+        _flush_or_quiet()
+        raise
+
+
+def _flush_or_quiet() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader went away (`societas list | head`): stop quietly with exit 0, as Unix tools do."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)

@@ -1,0 +1,116 @@
+"""`societas run`, `resume` and `fork`: commands that run a scenario and store it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from analysis.summary import run_summary
+from scenarios.registry import get_scenario
+from sim.cli.app import DbOption, JsonOption, app, fmt, open_store, out, with_progress
+from sim.runner.backends import preflight
+from sim.runner.config import build_spec, parse_sets
+from sim.runner.resume import fork_run, resume_run
+from sim.runner.execution import RunResult, execute, horizon
+
+
+@app.command()
+def run(
+    scenario: str = typer.Argument(..., help="registered scenario name (see `societas scenarios`), or your own class: "
+                                   "path/to/file.py:Class or package.module:Class"),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML file of config fields (and seed, policy, llm)"),
+    set_: list[str] = typer.Option([], "--set", help="override a config field: key=value (repeatable)"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="seed of all randomness (default 0)"),
+    policy: Optional[str] = typer.Option(None, "--policy", help="who decides: scripted or llm"),
+    ticks: Optional[int] = typer.Option(None, "--ticks", help="override the scenario's horizon"),
+    model: Optional[str] = typer.Option(None, "--model", help="local model: a model directory or .gguf file (default: embedded SmolLM2)"),
+    llm: Optional[str] = typer.Option(None, "--llm", help="a LangChain chat model class, module:Class"),
+    llm_arg: list[str] = typer.Option([], "--llm-arg", help="constructor argument for --llm: key=value (repeatable)"),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Run a scenario and store it; prints a summary (or one JSON object with --json)."""
+    llm_over: dict[str, Any] = {}
+    if model:
+        llm_over.update(provider="local", model=model)
+    if llm:
+        llm_over.update(provider="langchain", cls=llm)
+    if llm_arg:
+        llm_over["args"] = parse_sets(llm_arg)
+    spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
+                      policy=policy, ticks=ticks, llm=llm_over)
+    preflight(spec)  # a model or chat class that cannot be used is bad input: refused before any write
+    store = open_store(db)
+
+    def info(record: Any) -> str:
+        return " ".join(f"{k}={fmt(record.metrics[k])}" for k in list(record.metrics)[:2])
+
+    result = with_progress(f"{scenario} seed {spec.seed}", as_json,
+                           lambda progress: execute(spec, store, progress=progress),
+                           total=horizon(spec, get_scenario(spec.scenario)), info=info)
+    if as_json:
+        print(json.dumps(result.to_json()))
+        return
+    table = Table(title=f"{scenario} — run {result.run_id}: {result.status}, {result.ticks} ticks, {result.duration_s:.1f}s "
+                        "(final metrics: whole run)")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k, v in result.metrics.items():
+        table.add_row(k, fmt(v))
+    out.print(table)
+    if result.fallbacks:
+        out.print(f"fallback decisions: {result.fallbacks} (see `societas show {result.run_id}`)")
+    if result.reason:
+        out.print(f"ended: {result.reason}", soft_wrap=True)
+    summary = run_summary(store, result.run_id)
+    usage = summary["llm"]
+    if usage["calls"]:
+        out.print(f"LLM: {usage['calls']} calls ({usage['cache_hits']} from the cache), tokens in/out "
+                  f"{usage['tokens_in']}/{usage['tokens_out']}, {summary['fallbacks']} fallback decisions",
+                  soft_wrap=True)
+    out.print(f"stored in {store.url} — see: societas show {result.run_id}" + (f" --db {db}" if db else ""), soft_wrap=True)
+
+
+def _report(kind: str, result: RunResult, as_json: bool, db: Optional[str]) -> None:
+    if as_json:
+        print(json.dumps(result.to_json()))
+        return
+    out.print(f"{kind} {result.run_id}: {result.status} after {result.ticks} ticks — see: societas show {result.run_id}"
+              + (f" --db {db}" if db else ""), soft_wrap=True)
+
+
+@app.command()
+def resume(
+    run_id: str,
+    force: bool = typer.Option(False, "--force", help="resume a `running` run even if its owner looks alive"),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Continue an unfinished run (killed or failed) in the same run row.
+
+    The committed ticks are replayed (scripted decisions recomputed from the seed, LLM
+    decisions from the cache only) and checked against the store, then the run goes on live.
+    """
+    store = open_store(db)
+    result = with_progress("resume", as_json, lambda progress: resume_run(store, run_id, force=force, progress=progress),
+                           resume_hint=True)
+    _report("resume", result, as_json, db)
+
+
+@app.command()
+def fork(
+    run_id: str,
+    at: int = typer.Option(..., "--at", help="last tick taken from the parent (0..its committed ticks)"),
+    set_: list[str] = typer.Option([], "--set", help="config field to change after tick AT: key=value (repeatable)"),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """A new run identical to RUN_ID up to tick AT, then continuing under the changed config."""
+    store = open_store(db)
+    result = with_progress("fork", as_json, lambda progress: fork_run(store, run_id, at, set_, progress=progress),
+                           resume_hint=True)
+    _report("fork", result, as_json, db)

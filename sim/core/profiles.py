@@ -1,0 +1,58 @@
+"""Decision contracts as named profiles: what, beside a spec's own fields, decides a run's decisions.
+
+A stored run must replay with the random streams and the prompt text it was made with (its scripted
+draws and its LLM cache keys depend on both), so every `RunSpec` names the version of the decision
+contract it was made under (`RunSpec.contract`), and code that behaves differently between versions
+asks that version's `DecisionProfile` what to do: `profile(spec.contract).shared_history`, never
+`if contract >= 3`. New runs are made under `CONTRACT`. A change that would alter the decisions of
+an existing spec adds a profile (and bumps `CONTRACT`); the old ones stay, so stored runs replay.
+The versions' history and measurements are in docs/architecture.md ("Decision contracts").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DecisionProfile:
+    """The switches one version of the decision contract sets."""
+
+    version: int
+    #: the random streams (sim.core.rng): 1 = blake2b per request and Mersenne Twister strategy draws,
+    #: 2 = counter-based seeds and `CounterRandom` draws
+    rng: int
+    #: a spec's digest covers its `contract` field (version 1 specs were hashed before the field existed)
+    digest_names_contract: bool
+    #: agent memories take the config's `memory_window` and `memory_summary_chars` (else Memory's
+    #: defaults, 8 items and 400 characters)
+    configured_memory: bool
+    #: what every agent saw (the fishery's month: catches in all, messages, proposals, votes) is one
+    #: shared history in the situation text, not a line in every agent's own memory, so prompts share it
+    shared_history: bool
+    #: the built-in LLM prompt asks for a Number in one sentence after the question ("Answer with a
+    #: number from 0 to 68 in steps of 1.") and lists memory items without a header line
+    compact_prompt: bool
+
+
+PROFILES: dict[int, DecisionProfile] = {
+    1: DecisionProfile(1, rng=1, digest_names_contract=False, configured_memory=False, shared_history=False,
+                       compact_prompt=False),
+    2: DecisionProfile(2, rng=2, digest_names_contract=True, configured_memory=False, shared_history=False,
+                       compact_prompt=False),
+    3: DecisionProfile(3, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
+                       compact_prompt=False),
+    4: DecisionProfile(4, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
+                       compact_prompt=True),
+}
+VERSIONS = tuple(PROFILES)
+#: the decision contract new runs are made under
+CONTRACT = max(PROFILES)
+
+
+def profile(version: int) -> DecisionProfile:
+    """The profile of decision contract `version`; ValueError naming the known versions otherwise."""
+    try:
+        return PROFILES[version]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown decision contract {version!r}; known: {', '.join(map(str, VERSIONS))}") from None

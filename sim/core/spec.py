@@ -1,0 +1,90 @@
+"""What makes a run reproducible: its `RunSpec` (scenario, validated config, seed, policy, LLM, contract).
+
+Two runs with equal specs (and a warm LLM cache) store identical results; the spec is stored with
+every run, so replay, resume, fork and the app rebuild the run from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sim.core.profiles import VERSIONS, DecisionProfile, profile
+
+
+class LLMSpec(BaseModel):
+    """Which LLM backend plays the `llm` policy and how it samples."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: Literal["local", "langchain"] = "local"
+    model: Optional[str] = None  # local: path to a model dir or .gguf; None = embedded SmolLM2
+    cls: Optional[str] = None  # langchain: "module:Class"
+    args: dict[str, Any] = Field(default_factory=dict)
+    temperature: float = Field(0.7, ge=0.0, le=5.0, allow_inf_nan=False)
+    max_retries: int = Field(2, ge=0, le=20)
+    max_concurrency: int = Field(8, ge=1, le=1024)
+    timeout_s: float = Field(60.0, gt=0.0, le=3600.0, allow_inf_nan=False)
+    device: Optional[str] = Field(None, pattern=r"^(cpu|cuda(:\d+)?|mps)$")
+    dtype: Optional[Literal["bf16", "bfloat16", "fp16", "float16", "fp32", "float32"]] = None
+    threads: Optional[int] = Field(None, ge=1, le=512)  # local, CPU: torch threads (None: picked per machine)
+    batch_tokens: Optional[int] = Field(None, ge=64, le=16_777_216)  # local: tokens per forward (None: per device)
+    structured: Literal["auto", "json_schema", "vllm", "llama_cpp", "none"] = "auto"  # langchain: output constraint
+    # the prompt template: None = the built-in one; a name given to @register_template, or a reference
+    # module:NAME / path/to/file.py:NAME to a PromptTemplate (or a function request -> chat messages)
+    template: Optional[str] = Field(None, min_length=1, max_length=4096,
+                                    description="prompt template: a @register_template name or module:NAME / file.py:NAME")
+
+
+class RunSpec(BaseModel):
+    """Everything that determines a run: scenario, validated config, seed, policy, LLM.
+
+    Two runs with equal specs (and a warm cache) produce identical stored results.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scenario: str
+    config: dict[str, Any]
+    seed: int = 0
+    policy: Literal["scripted", "llm"] = "scripted"
+    llm: LLMSpec = Field(default_factory=LLMSpec)
+    # the decision contract the run was made under (sim.core.profiles): every spec the platform builds names
+    # the current one; a spec that names none (stored before versions existed, or built by hand) is version 1
+    contract: Literal[VERSIONS] = 1  # type: ignore[valid-type]
+
+    @property
+    def profile(self) -> DecisionProfile:
+        """The decision profile of the run's contract: how its decisions are made."""
+        return profile(self.contract)
+
+    def digest(self) -> str:
+        """A short stable hash of the spec (under profiles that predate `contract`, a hash without it)."""
+        exclude = None if self.profile.digest_names_contract else {"contract"}
+        text = json.dumps(self.model_dump(mode="json", exclude=exclude), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def policies(self) -> frozenset[str]:
+        """Who decides for the run's agents: `{"scripted"}`, `{"llm"}` or both."""
+        return policies_used(self.config.get("population"), self.policy)
+
+    @property
+    def uses_llm(self) -> bool:
+        """Whether some agent of the run is played by the LLM backend."""
+        return "llm" in self.policies()
+
+
+def policies_used(population: Optional[Sequence[Any]], policy: str) -> frozenset[str]:
+    """The policies a population plays: each group's own, or the run's `policy` where a group names none.
+
+    `population` holds groups as mappings (a stored spec's config) or objects with a `policy` attribute
+    (a validated `PopulationGroup`); no population means every agent plays `policy`.
+    """
+    if not population:
+        return frozenset({policy})
+    own = (g.get("policy") if isinstance(g, Mapping) else g.policy for g in population)
+    return frozenset(p or policy for p in own)

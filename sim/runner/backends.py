@@ -1,0 +1,35 @@
+"""The backends a run needs, built once from its spec: the scripted one always, the LLM one when an agent uses it.
+
+Every LLM backend of a run sits behind the store's cache (`agents.llm.cache`). `preflight` checks a
+spec's LLM settings (model file, device, chat class) before anything is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Optional
+
+from agents.llm.base import LLM
+from agents.llm.factory import make_llm_backend
+from agents.llm.factory import preflight as llm_preflight
+from agents.scripted import ScriptedBackend
+from sim.core.backend import Backend, ReplayMode
+from sim.core.spec import RunSpec
+from sim.store.store import Store
+from sim.tick.model import SocietyModel
+
+
+def make_backends(spec: RunSpec, cls: type[SocietyModel], store: Store, *, replay: Optional[ReplayMode] = None,
+                  llm_factory: Optional[Callable[[], LLM]] = None) -> dict[str, Backend]:
+    """{"scripted": ..., "llm": ...}: the LLM backend only when some agent of `spec` uses it, answered from
+    `store`'s cache first (only from it while `replay` is active)."""
+    backends: dict[str, Backend] = {"scripted": ScriptedBackend(cls.strategies)}
+    if spec.uses_llm:
+        backends["llm"] = make_llm_backend(spec, store, replay=replay, llm_factory=llm_factory)
+    return backends
+
+
+def preflight(spec: RunSpec) -> None:
+    """A model, device or chat class that cannot be used here is bad input: refused (UsageError) before any write."""
+    if spec.uses_llm:
+        llm_preflight(spec)

@@ -1,0 +1,277 @@
+"""Config at the boundary: YAML files and `--set key=value` pairs into a validated RunSpec.
+
+Every problem becomes a `UsageError` with one line that names the field and the valid values.
+"""
+
+from __future__ import annotations
+
+import reprlib
+import typing
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from agents.llm.prompts import get_template
+from scenarios.registry import get_scenario, reference_of
+from sim.core.errors import UsageError
+from sim.core.profiles import CONTRACT
+from sim.core.refs import absolute, is_reference, load_strategy
+from sim.core.spec import LLMSpec, RunSpec, policies_used
+from sim.tick.model import SocietyModel
+
+RESERVED = ("scenario", "seed", "policy", "llm", "ticks")
+
+
+MAX_CONFIG_BYTES = 1_000_000
+MAX_NODES = 100_000  # scalars + containers after alias expansion: a config is small; an alias bomb is not
+MAX_INT_DIGITS = 30
+
+
+def cut(value: Any, limit: int = 60) -> str:
+    """`repr(value)` cut to `limit` characters: messages never echo a whole (possibly huge) value."""
+    text = reprlib_repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def reprlib_repr(value: Any) -> str:
+    """`repr(value)` with long strings, lists, mappings and nesting elided."""
+    r = reprlib.Repr()
+    r.maxstring, r.maxother, r.maxlist, r.maxdict, r.maxlevel = 60, 60, 6, 6, 3
+    return r.repr(value)
+
+
+def check_size(data: Any, what: str) -> None:
+    """Refuse data whose alias-expanded size exceeds MAX_NODES (YAML alias bombs), or absurd integers.
+
+    Counts nodes as a consumer would see them (a list referenced twice counts twice) and stops
+    counting at the limit, so the check itself is bounded.
+    """
+    budget = [MAX_NODES]
+
+    def walk(node: Any, depth: int) -> None:
+        budget[0] -= 1
+        if budget[0] < 0 or depth > 50:
+            raise UsageError(f"{what} is too large or too deeply nested once YAML aliases are expanded "
+                             f"(more than {MAX_NODES} values or 50 levels)")
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(k, depth + 1)
+                walk(v, depth + 1)
+        elif isinstance(node, (list, tuple, set)):
+            for v in node:
+                walk(v, depth + 1)
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) >= 10 ** MAX_INT_DIGITS:
+            raise UsageError(f"{what} holds an integer of more than {MAX_INT_DIGITS} digits")
+
+    walk(data, 0)
+
+
+def safe_yaml(text: str, what: str) -> Any:
+    """`yaml.safe_load` with every failure as a UsageError and the result's size bounded."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise UsageError(f"malformed YAML in {what}{where}: {getattr(exc, 'problem', None) or cut(str(exc), 120)}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # e.g. an integer past Python's digit limit
+        raise UsageError(f"cannot read {what}: {cut(str(exc), 120)}") from None
+    check_size(data, what)
+    return data
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping, or raise a UsageError saying what is wrong with the file."""
+    p = Path(path)
+    what = repr(str(p))
+    if not p.exists():
+        raise UsageError(f"config file {what} does not exist")
+    if not p.is_file():
+        raise UsageError(f"config file {what} is not a file")
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read config file {what}: {exc.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UsageError(f"config file {what} is {len(raw)} bytes; a config is at most {MAX_CONFIG_BYTES}")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UsageError(f"config file {what} is not UTF-8 text (binary, or another encoding such as UTF-16)") from None
+    if "\x00" in text:
+        raise UsageError(f"config file {what} is not UTF-8 text (it holds NUL bytes)")
+    data = safe_yaml(text, f"config file {what}")
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError(f"config file {what} must hold a mapping of field: value, not {type(data).__name__}")
+    return data
+
+
+def parse_sets(items: typing.Iterable[str]) -> dict[str, Any]:
+    """`key=value` pairs (values parsed as YAML scalars; dotted keys nest) into a dict."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--set expects key=value, got {item!r}")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        if not key:
+            raise UsageError(f"--set expects key=value, got {item!r}")
+        if len(raw) > 100_000:
+            raise UsageError(f"--set {key}: the value is {len(raw)} characters; at most 100000")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        except (ValueError, RecursionError) as exc:
+            raise UsageError(f"--set {key}: cannot read the value: {cut(str(exc), 100)}") from None
+        check_size(value, f"--set {key}")
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise UsageError(f"--set {key}: {part!r} is not a mapping")
+        node[parts[-1]] = value
+    return out
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `extra` merged in, mappings merged key by key (later wins)."""
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def describe_error(exc: ValidationError, model: type[BaseModel], prefix: str = "") -> str:
+    """The first validation error as one line naming the field and what is allowed."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    field = f"{prefix}{loc}" if loc else prefix.rstrip(".") or "config"
+    if err["type"] == "extra_forbidden":
+        valid = ", ".join(model.model_fields)
+        return f"unknown config field {field!r}; valid fields: {valid}"
+    got = err.get("input")
+    got_text = "" if isinstance(got, dict) else f" (got {cut(got)})"
+    msg = str(err["msg"])
+    msg = msg if len(msg) <= 300 else msg[:297] + "..."
+    return f"bad value for {field!r}: {msg}{got_text}"
+
+
+def validate_config(config_cls: type[BaseModel], data: dict[str, Any]) -> BaseModel:
+    """`config_cls` validated from `data`; a UsageError naming the first bad field otherwise."""
+    try:
+        return config_cls.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(describe_error(exc, config_cls)) from None
+
+
+def build_spec(
+    scenario: Any,
+    *,
+    config_file: Optional[str] = None,
+    sets: typing.Sequence[str] = (),
+    seed: Optional[int] = None,
+    policy: Optional[str] = None,
+    ticks: Optional[int] = None,
+    llm: Optional[dict[str, Any]] = None,
+    overrides: Optional[typing.Mapping[str, Any]] = None,
+) -> RunSpec:
+    """Merge file, `--set` pairs, `overrides` (fields given from code) and flags (later wins), validate,
+    and return a frozen RunSpec.
+
+    `scenario` is a registered name, a `module:Class` / `path/to/file.py:Class` reference or a class;
+    the spec holds what `scenarios.reference_of` makes of it (built-in names unchanged, file paths
+    absolute), so that a later process can load the class again.
+    """
+    given = scenario if isinstance(scenario, str) else None
+    scenario = reference_of(scenario)
+    cls = get_scenario(scenario)
+    data = absolute_refs(load_yaml(config_file), Path(config_file).parent) if config_file else {}
+    data = deep_merge(data, absolute_refs(parse_sets(sets)))
+    if overrides:
+        data = deep_merge(data, absolute_refs(dict(overrides)))
+    if llm:
+        llm = absolute_refs({"llm": dict(llm)})["llm"]
+    if "scenario" in data and data.pop("scenario") not in (scenario, given, cls.name):
+        raise UsageError(f"config file is for another scenario than {scenario!r}")
+    seed = seed if seed is not None else data.pop("seed", 0)
+    data.pop("seed", None)
+    policy = policy or data.pop("policy", "scripted")
+    data.pop("policy", None)
+    ticks = ticks if ticks is not None else data.pop("ticks", None)
+    data.pop("ticks", None)
+    llm_block = data.pop("llm", None)
+    if llm_block is not None and not isinstance(llm_block, dict):
+        raise UsageError(f"bad value for 'llm': must be a mapping of llm settings (e.g. llm: {{temperature: 0}}), got {cut(llm_block)}")
+    llm_data = deep_merge(llm_block or {}, llm or {})
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise UsageError(f"bad value for 'seed': must be an integer from 0 to 2**63-1 (got {cut(seed)})")
+    if not isinstance(policy, str) or policy not in ("scripted", "llm"):
+        raise UsageError(f"bad value for 'policy': {cut(policy)}; valid: scripted, llm")
+    if ticks is not None:
+        if not isinstance(ticks, int) or isinstance(ticks, bool) or not 1 <= ticks <= 10_000_000:
+            raise UsageError(f"bad value for 'ticks': must be an integer from 1 to 10000000 (got {cut(ticks)})")
+        data[cls.horizon_field] = ticks
+    config = validate_config(cls.Config, data)
+    try:
+        llm_spec = LLMSpec.model_validate(llm_data)
+    except ValidationError as exc:
+        raise UsageError(describe_error(exc, LLMSpec, "llm.")) from None
+    check_population(cls, config, policy)
+    if llm_spec.template is not None:
+        get_template(llm_spec.template)  # a template that cannot be loaded is bad input, said now
+    if llm and "llm" not in policies_used(config.population, policy):
+        flags = ", ".join(f for f, k in (("--model", "model"), ("--llm", "cls"), ("--llm-arg", "args")) if k in llm)
+        raise UsageError(f"{flags} only apply to LLM agents, and this run has none: add --policy llm "
+                         "(or a population group with policy: llm)")
+    return RunSpec(scenario=scenario, config=config.model_dump(mode="json"), seed=seed, policy=policy, llm=llm_spec,
+                   contract=CONTRACT)
+
+
+def absolute_refs(data: dict[str, Any], base: Optional[Path] = None) -> dict[str, Any]:
+    """`data` with the file references it names (strategies, llm.template) made absolute from `base` (default: cwd),
+    so that the stored spec loads the same files from any directory."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    if is_reference(out.get("strategy")):
+        out["strategy"] = absolute(out["strategy"], base)
+    if isinstance(out.get("population"), list):
+        out["population"] = [{**g, "strategy": absolute(g["strategy"], base)}
+                             if isinstance(g, dict) and is_reference(g.get("strategy")) else g
+                             for g in out["population"]]
+    if isinstance(out.get("llm"), dict) and is_reference(out["llm"].get("template")):
+        out["llm"] = {**out["llm"], "template": absolute(out["llm"]["template"], base)}
+    return out
+
+
+def check_population(cls: type[SocietyModel], config: Any, policy: str) -> None:
+    """Every strategy the config names for scripted agents exists: a scenario's own name, or a reference that loads.
+
+    A population group's `strategy`, and the config's own `strategy` field when some agent takes it
+    (a group without a strategy, or no population) and is scripted. UsageError naming the field otherwise.
+    """
+    population = config.population
+    strategies = sorted(cls.strategies)
+    named = [("population.strategy", g.strategy) for g in population or () if g.strategy is not None]
+    own = getattr(config, "strategy", None)
+    if isinstance(own, str):
+        takers = [g for g in population or () if g.strategy is None] if population else None
+        scripted = (any((g.policy or policy) == "scripted" for g in takers) if takers is not None
+                    else policy == "scripted")
+        if is_reference(own) or scripted:
+            named.append(("strategy", own))
+    for field, strategy in named:
+        if is_reference(strategy):
+            try:
+                load_strategy(strategy)
+            except UsageError as exc:
+                raise UsageError(f"bad value for {field!r}: {exc}") from None
+        elif strategy not in strategies:
+            raise UsageError(f"bad value for {field!r}: {strategy!r}; valid: {', '.join(strategies)}, "
+                             "or a reference module:function or path/to/file.py:function")

@@ -1,0 +1,105 @@
+"""Resume a crashed or failed run, and fork a run at a tick under a changed config.
+
+Both re-execute the committed ticks before going live (see `sim.runner.plans.Continuation`): a
+resume continues in the SAME run row (its origin is kept; status back to `running`, then its final
+status); a fork is a new run (origin `fork`, `parent_id`, `branch_tick`) whose ticks up to the
+branch are copies of its parent's, and whose config is swapped for the changed one after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Optional
+
+from agents.llm.base import LLM
+from scenarios.registry import get_scenario
+from sim.core.backend import ReplayMode
+from sim.core.errors import UsageError
+from sim.core.spec import RunSpec
+from sim.runner.backends import make_backends
+from sim.runner.config import RESERVED, deep_merge, parse_sets, validate_config
+from sim.runner.plans import Continuation, Schedule, config_schedule
+from sim.runner.execution import Progress, RunResult, execute, horizon
+from sim.store.liveness import owner_alive
+from sim.store.store import Store
+from sim.store.tables import Run
+from sim.tick.model import SocietyModel
+
+#: fields of every scenario that shape the world or the agents built at tick 0: a fork cannot change them
+FIXED_BASE_FIELDS = frozenset({"population", "memory_window", "memory_summary_chars"})
+
+
+def fixed_fields(cls: type[SocietyModel]) -> frozenset[str]:
+    """Config fields that may not change mid-run: the base's and the scenario's `fixed_fields`."""
+    return FIXED_BASE_FIELDS | frozenset(getattr(cls, "fixed_fields", ()))
+
+
+# ----- resume ------------------------------------------------------------------------------------------------
+def resumable(run: Run) -> Optional[str]:
+    """None if `run` can be resumed now; else why not (one line)."""
+    if run.status in ("finished", "collapsed"):
+        return f"run {run.id} is {run.status}: nothing to resume (`societas fork` branches a finished run)"
+    if run.status == "running" and owner_alive(run):
+        return (f"run {run.id} is still running (pid {run.owner_pid} on {run.owner_host}, last tick at "
+                f"{run.heartbeat_at}); resume it once that process is gone, or pass --force")
+    return None
+
+
+def resume_run(store: Store, run_id: str, *, force: bool = False, progress: Optional[Progress] = None,
+               llm_factory: Optional[Callable[[], LLM]] = None) -> RunResult:
+    """Continue an unfinished run in its own row; raises UsageError if it cannot be resumed, RunFailed if it fails.
+
+    `llm_factory` supplies the LLM for the live part (a Ray sweep's shared model actor)."""
+    run = store.get_run(run_id)
+    why = resumable(run)
+    if why and not (force and run.status == "running"):
+        raise UsageError(why)
+    spec = RunSpec.model_validate(run.spec)
+    count, last = store.tick_range(run.id)
+    if count != last or last != run.ticks:
+        raise UsageError(f"run {run.id}'s stored ticks are not 1..{run.ticks} (found {count} up to {last}); "
+                         "it cannot be resumed")
+    replay = ReplayMode()
+    backends = make_backends(spec, get_scenario(spec.scenario), store, replay=replay, llm_factory=llm_factory)
+    plan = Continuation(schedule=config_schedule(store, run), replay_until=run.ticks, source_id=run.id, replay=replay,
+                        run=run)
+    return execute(spec, store, plan, backends=backends, progress=progress)
+
+
+# ----- fork -------------------------------------------------------------------------------------------------------
+def fork_spec(store: Store, parent: Run, at: int, sets: list[str]) -> tuple[RunSpec, Schedule]:
+    """The fork's spec (the parent's with `sets` applied) and its config schedule; UsageError naming what is refused."""
+    spec = RunSpec.model_validate(parent.spec)
+    cls = get_scenario(spec.scenario)
+    changes = parse_sets(sets)
+    for key in changes:
+        if key in RESERVED:
+            raise UsageError(f"--set {key}: a fork keeps its parent's {key}; only config fields may change")
+    config = validate_config(cls.Config, deep_merge(spec.config, changes)).model_dump(mode="json")
+    changed = sorted(k for k in config if config[k] != spec.config.get(k))
+    fixed = fixed_fields(cls)
+    refused = [k for k in changed if k in fixed]
+    if refused:
+        may = ", ".join(sorted(k for k in cls.Config.model_fields if k not in fixed))
+        raise UsageError(f"field {refused[0]!r} cannot change mid-run (it shapes the world or the agents built at the "
+                         f"start); fields that may change in a fork: {may}")
+    if not 0 <= at <= parent.ticks:
+        raise UsageError(f"bad value for '--at': {at}; run {parent.id} has committed ticks 1..{parent.ticks} (use 0..{parent.ticks})")
+    if parent.status == "collapsed" and at == parent.ticks:
+        raise UsageError(f"run {parent.id} ended ({parent.status}) at tick {at}: fork at an earlier tick")
+    new = spec.model_copy(update={"config": config})
+    if horizon(new, cls) <= at:
+        raise UsageError(f"bad value for {cls.horizon_field!r}: the fork must run past tick {at} (got {horizon(new, cls)})")
+    schedule = [(t, c) for t, c in config_schedule(store, parent) if t < at] + [(at, config)]
+    return new, schedule
+
+
+def fork_run(store: Store, parent_id: str, at: int, sets: list[str], *, progress: Optional[Progress] = None) -> RunResult:
+    """A new run identical to `parent_id` up to tick `at` (replayed, checked, copied), then under the changed config."""
+    parent = store.get_run(parent_id)
+    spec, schedule = fork_spec(store, parent, at, sets)
+    replay = ReplayMode()
+    backends = make_backends(spec, get_scenario(spec.scenario), store, replay=replay)
+    plan = Continuation(schedule=schedule, replay_until=at, source_id=parent.id, replay=replay, fork_of=parent,
+                        branch_tick=at)
+    return execute(spec, store, plan, backends=backends, progress=progress)

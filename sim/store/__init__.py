@@ -1,0 +1,2 @@
+"""The store: SQLModel tables, the engine and its migrations, the `Store` that commits one tick per
+transaction, run liveness and tick snapshots. Stands on `sim.core` only."""

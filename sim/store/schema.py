@@ -1,0 +1,187 @@
+"""The store's engine and schema: open a database URL, create its schema or refuse an old one, migrate it.
+
+SQLite by default (a file, WAL mode, foreign keys on); any SQLAlchemy URL works (PostgreSQL with
+`postgresql+psycopg://...`). The schema is made by Alembic (./migrations) when a store is first
+opened, under a lock so that processes starting at once on a new store all succeed; an older schema
+is refused until `societas db upgrade` (`upgrade`), a newer one always.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+from alembic import command
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import event, inspect, make_url, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlmodel import create_engine
+
+from sim.core.errors import UsageError
+from sim.store.encoding import dumps
+
+#: where runs are stored when no --db, db= or $SOCIETAS_DB says otherwise: runs.db in the current directory
+DEFAULT_URL = "sqlite:///runs.db"
+
+
+def default_url(url: Optional[str] = None) -> str:
+    """The store URL: `url`, else $SOCIETAS_DB, else runs.db in the current directory (the CLI, the API, the app)."""
+    return url or os.environ.get("SOCIETAS_DB") or DEFAULT_URL
+
+
+def sqlite_path(url: str) -> Optional[Path]:
+    """The database file of a SQLite URL (None for other databases and in-memory SQLite)."""
+    if not url.startswith("sqlite"):
+        return None
+    try:
+        database = make_url(url).database
+    except ArgumentError:
+        return None
+    return Path(database) if database and database != ":memory:" else None
+
+
+def make_engine(url: str, *, create: bool = True) -> Engine:
+    """An engine for `url` with the schema at head; a UsageError if it cannot be opened.
+
+    `create=False` (read-only commands) never creates a database: a missing SQLite file is an
+    error. A fresh database gets the schema; an older one must be upgraded explicitly
+    (`societas db upgrade`); one newer than this code is refused.
+    """
+    path = sqlite_path(url)
+    if path is not None:
+        if not path.exists():
+            if not create:
+                raise UsageError(f"no store at {str(path)!r} (nothing has been run there yet); `societas run` creates one")
+            if not path.parent.is_dir():
+                raise UsageError(f"cannot open database {url!r}: folder {str(path.parent)!r} does not exist")
+        elif path.is_dir():
+            raise UsageError(f"cannot open database {url!r}: {str(path)!r} is a folder")
+    try:
+        engine = _engine(url)
+        prepare_schema(engine, path, upgrade=False)
+        return engine
+    except UsageError:
+        raise
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+        raise UsageError(f"cannot open database {url!r}: {str(exc).splitlines()[0]}") from None
+    except (OperationalError, SQLAlchemyError) as exc:
+        raise UsageError(f"cannot open database {url!r}: {str(getattr(exc, 'orig', exc)).splitlines()[0]}") from None
+
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def _alembic_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def schema_versions(engine: Engine) -> tuple[Optional[str], str]:
+    """(the database's schema revision or None if it has none, the newest this code knows)."""
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+        if current is None and inspect(conn).has_table("runs"):
+            current = "unversioned"
+    return current, head
+
+
+@contextmanager
+def _schema_lock(engine: Engine, path: Optional[Path]) -> Iterator[None]:
+    """One process at a time creates or migrates a schema (concurrent first use of a new store).
+
+    An SQLite store is locked through its folder, never by opening the database file itself: closing
+    any descriptor of that file drops every POSIX lock this process holds on it, SQLite's included, and
+    a reader in another process, seeing no other connection, would then checkpoint and delete the WAL
+    this process is still writing to (its later commits were lost that way).
+    """
+    if path is not None:
+        try:
+            fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise UsageError(f"cannot open database at {str(path)!r}: cannot lock its folder ({exc.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the flock
+    elif engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(7242531)"))
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(7242531)"))
+                conn.commit()
+    else:
+        yield
+
+
+def prepare_schema(engine: Engine, path: Optional[Path] = None, *, upgrade: bool = False) -> str:
+    """Create the schema in an empty database; with `upgrade`, migrate an older one. Returns what was done."""
+    current, head = schema_versions(engine)
+    if current == head:
+        return "current"
+    with _schema_lock(engine, path):
+        current, head = schema_versions(engine)  # another process may have done it meanwhile
+        if current == head:
+            return "current"
+        known = {rev.revision for rev in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
+        if current is not None and current not in known:
+            raise UsageError(f"the store's schema ({current}) is not one this societas knows (newest: {head}); "
+                             "a newer societas wrote it: upgrade societas to read it")
+        if current is not None and not upgrade:
+            raise UsageError(f"the store's schema is {current}, this societas needs {head}: "
+                             "run `societas db upgrade` (with the same --db) first")
+        cfg = _alembic_config()
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        return "created" if current is None else f"upgraded {current} -> {head}"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    """Foreign keys on; WAL so readers never block the writer and a killed writer loses only its open tick."""
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def _engine(url: str) -> Engine:
+    """An engine for `url`: JSON written by the store's encoder; SQLite with its pragmas on every connection."""
+    kwargs: dict[str, Any] = {"json_serializer": dumps}
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 60}
+    engine = create_engine(url, **kwargs)
+    if url.startswith("sqlite"):
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def upgrade(url: str) -> str:
+    """`societas db upgrade`: migrate the store at `url` to the newest schema (a missing SQLite file is refused,
+    never created); returns what was done, in words."""
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
+        raise UsageError(f"no store at {str(path)!r}: nothing to upgrade")
+    try:
+        engine = _engine(url)
+        done = prepare_schema(engine, path, upgrade=True)
+        engine.dispose()
+    except UsageError:
+        raise
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+        raise UsageError(f"cannot open database {url!r}: {str(exc).splitlines()[0]}") from None
+    except SQLAlchemyError as exc:
+        raise UsageError(f"cannot upgrade database {url!r}: {str(getattr(exc, 'orig', exc)).splitlines()[0]}") from None
+    return {"current": "already at the newest schema", "created": "schema created"}.get(done, done)

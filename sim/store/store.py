@@ -1,0 +1,308 @@
+"""The run store: one transaction per tick, and every read and write of runs, ticks, calls and sweeps.
+
+Every SQL statement of the platform about runs is here (the tables are in `sim.store.tables`, the
+engine and schema in `sim.store.schema`), so no other module spells the store's columns again.
+Every public method runs shielded from stop signals (sim.core.interrupts): a Ctrl-C that lands
+inside SQLAlchemy would otherwise leave the engine's pool locked.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Optional
+
+from sqlalchemy import case, delete, func, insert, literal, update
+from sqlalchemy import select as sa_select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session, SQLModel, select
+
+from sim.core.errors import UsageError
+from sim.core.interrupts import shielded
+from sim.core.records import StepColumns, TickRecord
+from sim.core.spec import RunSpec
+from sim.store.encoding import dumps, json_safe
+from sim.store.schema import make_engine
+from sim.store.snapshots import TickSnapshot
+from sim.store.tables import RUN_STATUSES, AgentStep, EventRow, LLMCall, Run, SweepRow, Tick, utc_now
+
+
+def _shield_methods(cls: type) -> type:
+    """Every public method of `cls` runs shielded from stop signals (sim.interrupts): a Ctrl-C
+    that lands inside SQLAlchemy would otherwise leave the engine's pool locked."""
+    for name, fn in list(vars(cls).items()):
+        if callable(fn) and not name.startswith("_"):
+            setattr(cls, name, _shielded_call(fn))
+    return cls
+
+
+def _shielded_call(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with shielded():
+            return fn(*args, **kwargs)
+
+    return call
+
+
+@_shield_methods
+class Store:
+    """Reads and writes runs; every tick is committed in one transaction."""
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        self.url = url
+        self.engine = make_engine(url, create=create)
+        mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+        cols = ("run_id", "tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason", "memory")
+        self._steps_sql = f"INSERT INTO agent_steps ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
+
+    # ----- writing ----------------------------------------------------------------------
+    def create_run(self, spec: RunSpec, versions: dict[str, str], *, origin: str = "run", parent_id: Optional[str] = None,
+                   branch_tick: Optional[int] = None, sweep_id: Optional[str] = None, backends: str = "",
+                   run_id: Optional[str] = None) -> str:
+        """Insert a `running` run owned by this process; returns its id."""
+        run_id = run_id or uuid.uuid4().hex[:12]
+        with Session(self.engine) as s:
+            s.add(Run(id=run_id, scenario=spec.scenario, seed=spec.seed, policy=spec.policy,
+                      spec_digest=spec.digest(), spec=spec.model_dump(mode="json"), versions=versions, origin=origin,
+                      parent_id=parent_id, branch_tick=branch_tick, sweep_id=sweep_id, backends=backends,
+                      owner_pid=os.getpid(), owner_host=socket.gethostname(), heartbeat_at=utc_now()))
+            s.commit()
+        return run_id
+
+    def record_tick(self, run_id: str, record: TickRecord, llm_calls: Iterable[dict[str, Any]] = (), duration_s: float = 0.0) -> None:
+        """Commit a tick, its agent steps, events and LLM calls, and the run's progress, at once.
+
+        Rows go in bulk (one executemany per table, SQLAlchemy Core), not object by object
+        through the ORM: a tick of 10,000 agents costs milliseconds, not seconds.
+        """
+        t = record.tick
+        if isinstance(record.steps, StepColumns):
+            steps = record.steps.rows((run_id, t), dumps)
+        else:
+            steps = [st.row((run_id, t), dumps) for st in record.steps]
+        events = [{"run_id": run_id, "tick": t, "kind": ev.kind, "actor": ev.actor, "target": ev.target, "data": ev.data}
+                  for ev in record.events]
+        calls = [{"run_id": run_id, **c} for c in llm_calls]
+        with self.engine.begin() as conn:
+            conn.execute(insert(Tick.__table__), [{"run_id": run_id, "tick": t, "metrics": record.metrics,
+                                                   "state": record.state, "duration_s": duration_s}])
+            if steps:
+                # the big table: straight to the driver's executemany with JSON already encoded
+                conn.exec_driver_sql(self._steps_sql, steps)
+            if events:
+                conn.execute(insert(EventRow.__table__), events)
+            if calls:
+                conn.execute(insert(LLMCall.__table__), [_call_row(c) for c in calls])
+            conn.execute(update(Run.__table__).where(Run.__table__.c.id == run_id).values(ticks=t, heartbeat_at=utc_now()))
+
+    def finish_run(self, run_id: str, status: str, reason: Optional[str], duration_s: float,
+                   final_metrics: Optional[dict[str, Any]] = None) -> None:
+        """Close a run: its status, reason, the final summary (whole-run metrics), whether the cache served it all."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"bad status {status!r}")
+        with Session(self.engine) as s:
+            run = s.get(Run, run_id)
+            run.status, run.reason, run.finished_at, run.duration_s = status, reason, utc_now(), duration_s
+            calls, hits = s.exec(select(func.count(), func.coalesce(func.sum(case((LLMCall.cache_hit, 1), else_=0)), 0))  # PostgreSQL has no sum(boolean)
+                                 .where(LLMCall.run_id == run_id)).one()
+            run.cached = None if not calls else bool(hits == calls)
+            run.heartbeat_at = utc_now()
+            if final_metrics is not None:
+                run.final_metrics = json_safe(final_metrics)
+            s.add(run)
+            s.commit()
+
+    def close(self) -> None:
+        """Close the store's connections. On SQLite the last connection to close folds the write-ahead
+        log into the database file, so that `runs.db` alone holds every committed tick."""
+        self.engine.dispose()
+
+    def delete_run(self, run_id: str) -> bool:
+        """Delete a run and every row that belongs to it (ticks, steps, events, LLM calls) in one transaction.
+
+        Returns False when no run has this exact id (nothing is deleted).
+        """
+        runs = Run.__table__
+        with self.engine.begin() as conn:
+            if conn.execute(sa_select(runs.c.id).where(runs.c.id == run_id)).first() is None:
+                return False
+            for table in (LLMCall, EventRow, AgentStep, Tick):
+                conn.execute(delete(table.__table__).where(table.__table__.c.run_id == run_id))
+            conn.execute(delete(runs).where(runs.c.id == run_id))
+        return True
+
+    # ----- reading ---------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> Run:
+        """A run by id or unique id prefix; a UsageError naming the problem otherwise."""
+        with Session(self.engine) as s:
+            run = s.get(Run, run_id)
+            if run is None and run_id:
+                matches = s.exec(select(Run).where(Run.id.startswith(run_id, autoescape=True))).all()
+                if len(matches) == 1:
+                    run = matches[0]
+                elif len(matches) > 1:
+                    raise UsageError(f"run id prefix {run_id!r} is ambiguous: {', '.join(m.id for m in matches)}")
+            if run is None:
+                raise UsageError(f"unknown run id {run_id!r}; `societas list` shows the stored runs")
+            return run
+
+    def list_runs(self) -> list[Run]:
+        with Session(self.engine) as s:
+            return list(s.exec(select(Run).order_by(Run.created_at)).all())
+
+    def _rows(self, model: type[SQLModel], run_id: str, *order: Any) -> list[Any]:
+        with Session(self.engine) as s:
+            return list(s.exec(select(model).where(model.run_id == run_id).order_by(*order)).all())
+
+    def ticks(self, run_id: str) -> list[Tick]:
+        return self._rows(Tick, run_id, Tick.tick)
+
+    def steps(self, run_id: str) -> list[AgentStep]:
+        return self._rows(AgentStep, run_id, AgentStep.tick, AgentStep.agent_id)
+
+    def events(self, run_id: str, tick: Optional[int] = None) -> list[EventRow]:
+        if tick is None:
+            return self._rows(EventRow, run_id, EventRow.tick, EventRow.id)
+        with Session(self.engine) as s:
+            return list(s.exec(select(EventRow).where(EventRow.run_id == run_id, EventRow.tick == tick).order_by(EventRow.id)).all())
+
+    def fallback_count(self, run_id: str) -> int:
+        """Agent steps with a fallback decision (counted in SQL)."""
+        with Session(self.engine) as s:
+            return int(s.exec(select(func.count()).select_from(AgentStep).where(AgentStep.run_id == run_id,
+                                                                                AgentStep.fallback == True)).one())  # noqa: E712
+
+    def llm_calls(self, run_id: str) -> list[LLMCall]:
+        return self._rows(LLMCall, run_id, LLMCall.tick, LLMCall.id)
+
+    def cache_lookup(self, keys: Sequence[str]) -> dict[str, LLMCall]:
+        """Original (non-hit) calls for these cache keys, first stored wins."""
+        found: dict[str, LLMCall] = {}
+        if not keys:
+            return found
+        with Session(self.engine) as s:
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start:start + 500])
+                rows = s.exec(select(LLMCall).where(LLMCall.key.in_(chunk), LLMCall.cache_hit == False).order_by(LLMCall.id)).all()  # noqa: E712
+                for row in rows:
+                    found.setdefault(row.key, row)
+        return found
+
+    def count_runs(self) -> int:
+        with Session(self.engine) as s:
+            return s.exec(select(func.count()).select_from(Run)).one()
+
+    # ----- ticks as snapshots: what resume, fork and replay compare -----------------------------
+    def tick_snapshots(self, run_id: str, tick: Optional[int] = None) -> dict[int, TickSnapshot]:
+        """tick -> its snapshot (sim.store.snapshots), for every stored tick of the run or only `tick`."""
+        t, s, e = Tick.__table__.c, AgentStep.__table__.c, EventRow.__table__.c
+
+        def at(c: Any) -> list[Any]:
+            return [c.run_id == run_id] + ([c.tick == tick] if tick is not None else [])
+
+        with self.engine.connect() as conn:
+            ticks = conn.execute(sa_select(t.tick, t.metrics, t.state).where(*at(t)).order_by(t.tick)).all()
+            steps = conn.execute(sa_select(s.tick, s.agent_id, s.action, s.payoff, s.reward, s.fallback, s.memory)
+                                 .where(*at(s)).order_by(s.tick, s.agent_id)).all()
+            events = conn.execute(sa_select(e.tick, e.kind, e.actor, e.target, e.data)
+                                  .where(*at(e)).order_by(e.tick, e.id)).all()
+        out = {r.tick: TickSnapshot(r.metrics, r.state, [], []) for r in ticks}
+        for r in steps:
+            if r.tick in out:
+                out[r.tick].steps.append([r.agent_id, r.action, r.payoff, r.reward, bool(r.fallback), r.memory])
+        for r in events:
+            if r.tick in out:
+                out[r.tick].events.append([r.kind, r.actor, r.target, r.data])
+        return out
+
+    def tick_range(self, run_id: str) -> tuple[int, int]:
+        """(how many ticks the run has stored, the last tick's number): equal when they are 1..n."""
+        t = Tick.__table__.c
+        with self.engine.connect() as conn:
+            count, last = conn.execute(sa_select(func.count(), func.coalesce(func.max(t.tick), 0))
+                                       .where(t.run_id == run_id)).one()
+        return int(count), int(last)
+
+    # ----- taking over and branching runs ------------------------------------------------------
+    def claim(self, run: Run) -> str:
+        """Take over a run row atomically (compare-and-set on its status, owner and heartbeat): status back to
+        running, owned by this process. UsageError when another process took it meanwhile."""
+        c = Run.__table__.c
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(Run.__table__)
+                .where(c.id == run.id, c.status == run.status,
+                       c.owner_pid.is_(None) if run.owner_pid is None else c.owner_pid == run.owner_pid,
+                       c.heartbeat_at.is_(None) if run.heartbeat_at is None else c.heartbeat_at == run.heartbeat_at)
+                .values(status="running", reason=None, finished_at=None, owner_pid=os.getpid(),
+                        owner_host=socket.gethostname(), heartbeat_at=utc_now()))
+        if result.rowcount != 1:
+            raise UsageError(f"run {run.id} was taken over by another process meanwhile; see `societas show {run.id}`")
+        return run.id
+
+    def copy_ticks(self, parent_id: str, fork_id: str, upto: int) -> None:
+        """Copy a parent's ticks 1..upto (ticks, agent steps, events, LLM calls as cache hits) into a fork, at once."""
+        t, s, e, c = Tick.__table__, AgentStep.__table__, EventRow.__table__, LLMCall.__table__
+        with self.engine.begin() as conn:
+            for table, order, cols, replace in (
+                    (t, t.c.tick, ("tick", "metrics", "state", "duration_s"), {}),
+                    (s, s.c.id, ("tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason",
+                                 "memory"), {}),
+                    (e, e.c.id, ("tick", "kind", "actor", "target", "data"), {}),
+                    (c, c.c.id, ("key", "tick", "agent_id", "phase", "backend", "model_id", "prompt", "answer", "value",
+                                 "tokens_in", "tokens_out", "latency_s", "cache_hit", "fallback", "attempts"),
+                     {"latency_s": literal(0.0), "cache_hit": literal(True)})):
+                chosen = [replace.get(name, table.c[name]) for name in cols]
+                rows = sa_select(literal(fork_id), *chosen).where(table.c.run_id == parent_id, table.c.tick <= upto)
+                conn.execute(insert(table).from_select(["run_id", *cols], rows.order_by(order)))
+            conn.execute(update(Run.__table__).where(Run.__table__.c.id == fork_id).values(ticks=upto))
+
+    # ----- sweeps -------------------------------------------------------------------------------------------------
+    def sweep_row(self, sweep_id: str) -> Optional[SweepRow]:
+        """The sweep with exactly this id, or None."""
+        with Session(self.engine) as s:
+            return s.get(SweepRow, sweep_id)
+
+    def save_sweep(self, row: SweepRow) -> None:
+        """Record a sweep, or mark an existing one as run again now (another driver may record it at the same moment)."""
+        with Session(self.engine) as s:
+            existing = s.get(SweepRow, row.id)
+            if existing is None:
+                s.add(row)
+            else:
+                existing.updated_at = utc_now()
+                s.add(existing)
+            try:
+                s.commit()
+            except SQLAlchemyError:  # another driver recorded it meanwhile
+                s.rollback()
+
+    def get_sweep(self, sweep_id: str) -> SweepRow:
+        """A sweep by id or unique prefix; UsageError otherwise."""
+        with Session(self.engine) as s:
+            row = s.get(SweepRow, sweep_id)
+            if row is None and sweep_id:
+                matches = s.exec(select(SweepRow).where(SweepRow.id.startswith(sweep_id, autoescape=True))).all()
+                if len(matches) > 1:
+                    raise UsageError(f"sweep id prefix {sweep_id!r} is ambiguous: {', '.join(m.id for m in matches)}")
+                row = matches[0] if matches else None
+        if row is None:
+            raise UsageError(f"unknown sweep id {sweep_id!r}; `societas sweep FILE` prints the id of the sweep it runs")
+        return row
+
+    def sweep_runs(self, sweep_id: str) -> list[Run]:
+        """Every run that carries the sweep's id, oldest first."""
+        with Session(self.engine) as s:
+            return list(s.exec(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.created_at)).all())
+
+
+_LLM_DEFAULTS = {"tokens_in": 0, "tokens_out": 0, "latency_s": 0.0, "cache_hit": False, "fallback": False, "attempts": 1, "value": None}
+
+
+def _call_row(call: dict[str, Any]) -> dict[str, Any]:
+    """An llm_calls row with every column present (executemany needs the same keys in each row)."""
+    return {**_LLM_DEFAULTS, **call}

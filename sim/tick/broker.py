@@ -1,0 +1,127 @@
+"""The decision broker: one batch per backend per phase, every answer checked against its space.
+
+Backends (`sim.core.backend.Backend`) answer `decide_batch(requests) -> decisions` (same order),
+or a whole RequestBatch with `decide_columns`. The broker never lets an out-of-space value reach
+the world: it replaces it with the request's default and marks the decision `fallback=True` with
+the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Callable, Optional
+
+from sim.core.backend import Backend, fallback_decision
+from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
+from sim.core.spaces import SpaceError
+
+
+class DecisionBroker:
+    """Routes requests to backends by `request.backend` and validates the answers."""
+
+    def __init__(self, backends: Mapping[str, Backend]) -> None:
+        for name, backend in backends.items():
+            if not isinstance(backend, Backend):
+                raise TypeError(f"backend {name!r} ({type(backend).__name__}) does not implement sim.core.backend.Backend "
+                                "(name, decide_batch, decide_columns, bind, drain_calls): subclass Backend")
+        self.backends = dict(backends)
+
+    def decide(self, requests: Sequence[DecisionRequest]) -> dict[int, Decision]:
+        """Resolve a phase's requests: one `decide_batch` call per backend."""
+        groups: dict[str, list[DecisionRequest]] = {}
+        for request in requests:
+            groups.setdefault(request.backend, []).append(request)
+        out: dict[int, Decision] = {}
+        for name, group in groups.items():
+            backend = self.backends.get(name)
+            if backend is None:
+                raise KeyError(f"no backend {name!r}; available: {sorted(self.backends)}")
+            answers = backend.decide_batch(group)
+            if len(answers) != len(group):
+                raise RuntimeError(f"backend {name!r} answered {len(answers)} of {len(group)} requests")
+            for request, decision in zip(group, answers):
+                out[request.agent_id] = self._checked(request, decision)
+        return out
+
+    def decide_columns(self, batch: RequestBatch) -> DecisionColumns:
+        """Resolve a RequestBatch (one backend's requests that share everything but who decides), in its order.
+
+        A backend's `decide_columns(batch)` answers it whole, unless its `decide_batch` was replaced
+        below it (a subclass's or an instance's own, which must be the one asked) or it returns None;
+        then the batch's DecisionRequests go through `decide_batch`. Every value is checked
+        against the batch's space as `decide` checks it: each distinct value once when the values
+        are of one hashable type and all pass unchanged (the common case), else decision by
+        decision.
+        """
+        backend = self.backends.get(batch.backend)
+        if backend is None:
+            raise KeyError(f"no backend {batch.backend!r}; available: {sorted(self.backends)}")
+        answer = _columns_of(backend)
+        columns = answer(batch) if answer is not None else None
+        if columns is None:
+            answers = backend.decide_batch(list(batch))
+            if len(answers) != len(batch):
+                raise RuntimeError(f"backend {batch.backend!r} answered {len(answers)} of {len(batch)} requests")
+            columns = DecisionColumns.of(batch.phase, backend.name, answers)
+        if len(columns) != len(batch):
+            raise RuntimeError(f"backend {batch.backend!r} answered {len(columns)} of {len(batch)} requests")
+        if self._all_pass(batch, columns.values):
+            return columns
+        values, special = list(columns.values), dict(columns.special)
+        for i in range(len(values)):
+            decision = columns[i]
+            checked = self._checked(batch[i], decision)
+            if checked is not decision:
+                values[i] = checked.value
+                special[i] = checked
+        return DecisionColumns(columns.phase, columns.backend, columns.agent_ids, values, special)
+
+    @staticmethod
+    def _all_pass(batch: RequestBatch, values: Sequence) -> bool:
+        """Whether every value is in the batch's space as it is (same value, same type), checking each distinct one once."""
+        try:
+            kinds = set(map(type, values))
+            if len(kinds) != 1:
+                return False
+            distinct = set(values)
+        except TypeError:  # unhashable values: decision by decision
+            return False
+        kind = kinds.pop()
+        for v in distinct:
+            if v != v:  # NaN: never in a space, and not found again by a set
+                return False
+            try:
+                checked = batch.space.validate(v)
+            except SpaceError:
+                return False
+            if checked != v or type(checked) is not kind:
+                return False
+        return True
+
+    @staticmethod
+    def _checked(request: DecisionRequest, decision: Decision) -> Decision:
+        try:
+            value = request.space.validate(decision.value)
+        except SpaceError as exc:
+            return fallback_decision(request, decision.backend, f"invalid: {exc}", decision.attempts, decision.raw)
+        return decision if value == decision.value and type(value) is type(decision.value) else replace(decision, value=value)
+
+
+def _columns_of(backend: Backend) -> Optional[Callable[[RequestBatch], Optional[DecisionColumns]]]:
+    """The backend's `decide_columns`, when it answers for the `decide_batch` in force: defined on the
+    class that defines `decide_batch` or below it, and `decide_batch` not replaced on the instance."""
+    answer = backend.decide_columns
+    if not callable(answer):
+        return None
+    own = getattr(backend, "__dict__", {})
+    if "decide_columns" in own:
+        return answer
+    if "decide_batch" in own:
+        return None
+    mro = type(backend).__mro__
+    columns_at = next((c for c in mro if "decide_columns" in vars(c)), None)
+    batch_at = next((c for c in mro if "decide_batch" in vars(c)), None)
+    if columns_at is None or (batch_at is not None and not issubclass(columns_at, batch_at)):
+        return None
+    return answer

@@ -1,0 +1,65 @@
+"""The fields every scenario's config has, and the groups a population is made of.
+
+A scenario's `Config` subclasses `ScenarioConfig`: the reward layer's settings, the population
+and the agents' memory sizes come with it, values are finite, a boolean is never a number, and a
+population's counts add up to the scenario's `count_field`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from sim.reward.rewards import FeedbackMode, RewardMode
+
+
+class PopulationGroup(BaseModel):
+    """A group of agents sharing a policy (mixed populations: e.g. 4 LLM + 1 greedy)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    count: int = Field(ge=1)
+    policy: Optional[Literal["scripted", "llm"]] = None
+    strategy: Optional[str] = None
+    persona: Optional[str] = None
+
+
+class ScenarioConfig(BaseModel):
+    """Fields every scenario has: the reward layer's settings, population and memory sizes.
+
+    Values must be finite (`inf`/`nan` are refused) and a boolean is never taken for a number.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        """`fishers=true` must not become 1: a bool is accepted only by a bool field."""
+        if isinstance(data, dict):
+            for name, value in data.items():
+                f = cls.model_fields.get(name)
+                if f is not None and isinstance(value, bool) and f.annotation in (int, float):
+                    raise ValueError(f"{name!r} must be a number, not {str(value).lower()}")
+        return data
+
+    reward_mode: RewardMode = Field("private", description="what agents are rewarded: own, integrated or group payoff")
+    lam: float = Field(0.0, ge=0.0, le=10.0, description="weight of others' payoffs in integrated mode")
+    feedback: FeedbackMode = Field("sparse", description="sparse: own reward; dense: plus group metrics")
+    population: Optional[list[PopulationGroup]] = Field(None, description="groups {count, policy, strategy, persona}")
+    memory_window: int = Field(8, ge=1, le=1000, description="recent memory items kept verbatim")
+    memory_summary_chars: int = Field(400, ge=0, le=100_000, description="size of the running summary")
+
+    #: the field that says how many agents a run has: a `population`'s counts must add up to it (None: the
+    #: scenario sizes its agents some other way, and checks a `population` itself)
+    count_field: ClassVar[Optional[str]] = None
+
+    @model_validator(mode="after")
+    def _population_adds_up(self) -> "ScenarioConfig":
+        name = type(self).count_field
+        if name and self.population:
+            total, want = sum(g.count for g in self.population), getattr(self, name)
+            if total != want:
+                raise ValueError(f"population counts add up to {total}, but {name} is {want}")
+        return self

@@ -1,0 +1,355 @@
+"""The Mesa model base that runs the tick: update, observe, decide, act, reward, record.
+
+A scenario subclasses `SocietyModel`, declares its `Config`, its phases and strategies,
+and fills in the hooks. The base owns the order of the tick, the seeded RNG, the reward
+layer, the norm ledger and the per-tick record handed to the store.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, ClassVar, Optional
+
+import mesa
+
+from agents.base import SocietyAgent
+from agents.memory import Memory
+from agents.scripted import Strategy
+from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, Event, RequestBatch, values_by_agent
+from sim.core.profiles import CONTRACT, profile
+from sim.core.records import StepColumns, TickRecord
+from sim.core.refs import is_reference, load_strategy
+from sim.core.rng import SeedStream, seed_keys
+from sim.core.spaces import Space
+from sim.reward.docs import metric_docs
+from sim.reward.metrics import PerolatTracker
+from sim.reward.norms import NormLedger
+from sim.reward.rewards import RewardLayer, describe_feedback
+from sim.tick.broker import DecisionBroker
+from sim.tick.config import PopulationGroup, ScenarioConfig
+from sim.tick.roster import Roster
+
+_by_id = attrgetter("unique_id")
+_policy, _strategy, _persona = attrgetter("policy"), attrgetter("strategy"), attrgetter("persona")
+
+
+class SocietyModel(mesa.Model):
+    """Base class of every scenario. Subclasses fill in the hooks below."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    Config: ClassVar[type[ScenarioConfig]] = ScenarioConfig
+    horizon_field: ClassVar[str] = ""
+    strategies: ClassVar[Mapping[str, Strategy]] = {}
+    default_strategy: ClassVar[str] = ""
+    #: per-tick metrics (the `ticks` table): name -> one line saying what it measures
+    tick_metric_docs: ClassVar[Mapping[str, str]] = {}
+    #: the run's final summary (`runs.final_metrics`, `--json`): name -> what it is over the whole run
+    final_metric_docs: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(
+        self,
+        config: ScenarioConfig,
+        *,
+        seed: int,
+        broker: DecisionBroker,
+        policy: str = "scripted",
+        on_tick: Optional[Callable[[TickRecord], None]] = None,
+        contract: int = CONTRACT,
+    ) -> None:
+        super().__init__(seed=seed)
+        self._roster = Roster([], random=self.random)  # model.agents (see `agents`)
+        self.config = config
+        self.seed = seed
+        self.contract = contract  # the run spec's decision contract: how decisions are made (sim.core.profiles)
+        self.profile = profile(contract)
+        self.seeds = SeedStream(seed, self.profile.rng)  # each decision's seed (sim.core.rng)
+        self.broker = broker
+        self.policy = policy
+        self.on_tick = on_tick
+        self.reward_layer = RewardLayer(config.reward_mode, config.lam, config.feedback)
+        self.norms = NormLedger()
+        self.status = "running"
+        self.reason: Optional[str] = None
+        self.events: list[Event] = []
+        self.last_metrics: dict[str, float] = {}
+        self.last_record: Optional[TickRecord] = None
+        self.fallbacks = 0  # fallback decisions so far (records are handed to the store, not kept)
+        self._batch_ids: Optional[tuple[Any, list[Any], Any]] = None  # batch_request's agents, their ids and seed keys
+        self._add_referenced_strategies()
+        self.setup()
+        self.perolat = PerolatTracker(len(self.agents))
+
+    # ----- hooks a scenario fills in -----------------------------------------------------
+    def setup(self) -> None:
+        """Create the world and the agents."""
+
+    def phases(self) -> Sequence[str]:
+        """The decision phases of this tick, in order (e.g. talk, harvest, sanction)."""
+        return ("act",)
+
+    def update(self) -> None:
+        """Environment update at the start of the tick (regrowth, feeds, listings)."""
+
+    def observe(self, agent: SocietyAgent, phase: str) -> Optional[DecisionRequest]:
+        """The agent's request for this phase, or None when it has nothing to decide."""
+        return None
+
+    def observe_batch(self, phase: str) -> Optional[RequestBatch]:
+        """This phase's requests as one RequestBatch, or None (the default): ask `observe` agent by agent.
+
+        Optional, for speed at scale: return a batch only when the phase's requests differ in
+        nothing but who decides, and it must hold exactly the requests `observe` would give, in
+        the same order (see `batch_request`). The decisions are then made, checked, shuffled and
+        recorded in columns.
+        """
+        return None
+
+    def act(self, phase: str, decisions: Sequence[Decision]) -> None:
+        """Apply a phase's decisions (already in seeded random order)."""
+
+    def payoffs(self) -> dict[int, float]:
+        """Material payoff of each agent this tick."""
+        return {}
+
+    def scenario_metrics(self) -> dict[str, float]:
+        """The scenario's own metrics after this tick."""
+        return {}
+
+    def state(self) -> dict[str, Any]:
+        """A plain-data snapshot of the world after this tick."""
+        return {}
+
+    def after_reward(self, rewards: Mapping[int, float]) -> None:
+        """Learning and bookkeeping once rewards are known (e.g. social learning)."""
+
+    def final_metrics(self) -> dict[str, float]:
+        """The scenario's summary of the whole run: totals and rates named as such.
+
+        Called once, after the last tick; the base adds the Perolat metrics and norm totals.
+        Kept apart from `scenario_metrics()` (this tick) so no figure mixes the two.
+        """
+        return {}
+
+    # ----- the run's summary ----------------------------------------------------------------
+    def summary(self) -> dict[str, float]:
+        """Final metrics: the scenario's own, the Perolat four over the run, norm totals and rates."""
+        out = dict(self.final_metrics())
+        out.update(self.perolat.values())
+        totals = self.norms.totals
+        out.update({f"norm_{k}s": float(v) for k, v in totals.items()})
+        judged = totals["compliance"] + totals["violation"]
+        out["norm_compliance_rate"] = totals["compliance"] / judged if judged else None
+        return out
+
+    @classmethod
+    def metric_docs(cls) -> dict[str, dict[str, str]]:
+        """{"tick": ..., "final": ...}: every metric the scenario's runs store, with its meaning (its own and the base's)."""
+        return metric_docs(cls.tick_metric_docs, cls.final_metric_docs)
+
+    # ----- the agents ----------------------------------------------------------------------
+    @property
+    def agents(self) -> Roster:
+        """Every agent of the model: Mesa's AgentSet (a `Roster`, iterated from a cached tuple)."""
+        return self._roster
+
+    def register_agent(self, agent: mesa.Agent) -> None:
+        super().register_agent(agent)
+        self._roster.add(agent)
+
+    def deregister_agent(self, agent: mesa.Agent) -> None:
+        super().deregister_agent(agent)
+        self._roster.remove(agent)
+
+    def agent_map(self) -> Mapping[int, mesa.Agent]:
+        """unique_id -> agent, for every agent present (kept by the Roster: rebuilt only when agents change)."""
+        return self._roster.by_id()[1]
+
+    # ----- helpers for scenarios -----------------------------------------------------------
+    @property
+    def tick(self) -> int:
+        return self.steps
+
+    def new_memory(self) -> Memory:
+        """An empty memory, sized by the config's `memory_window` and `memory_summary_chars` where the run's
+        decision profile says so (`configured_memory`; else Memory's defaults, as such runs were made)."""
+        if not self.profile.configured_memory:
+            return Memory()
+        return Memory(self.config.memory_window, self.config.memory_summary_chars)
+
+    def population_plan(self, n: int, *, strategy: Optional[str] = None, persona: str = "") -> list[tuple[str, str, str]]:
+        """(policy, strategy, persona) for each of n agents, from `population` or the defaults.
+
+        A group without a policy plays the run's `policy`; without a strategy, `strategy` (default: the
+        config's `strategy` field, else the class's `default_strategy`); without a persona, `persona`.
+        Raises ValueError when the counts do not add up to n, or a scripted agent's strategy is unknown.
+        """
+        default_strategy = strategy or getattr(self.config, "strategy", self.default_strategy)
+        groups = self.config.population or [PopulationGroup(count=n)]
+        total = sum(g.count for g in groups)
+        if total != n:
+            raise ValueError(f"population counts add up to {total}, but the scenario has {n} agents")
+        plan = []
+        for g in groups:
+            role = (g.policy or self.policy, g.strategy or default_strategy, g.persona or persona)
+            if role[0] == "scripted" and role[1] not in self.strategies:
+                raise ValueError(f"unknown {self.name or type(self).__name__} strategy {role[1]!r}; "
+                                 f"valid: {sorted(self.strategies)}")
+            plan.extend([role] * g.count)
+        return plan
+
+    def _add_referenced_strategies(self) -> None:
+        """Strategies the config names by reference (`module:function`, `file.py:function`: a population
+        group's `strategy` or a `strategy` field) join this model's `strategies` before `setup()`."""
+        names = [g.strategy for g in self.config.population or ()] + [getattr(self.config, "strategy", None)]
+        wanted = sorted({n for n in names if is_reference(n) and n not in self.strategies})
+        if wanted:
+            self.strategies = {**dict(self.strategies), **{n: load_strategy(n) for n in wanted}}
+
+    def request(
+        self,
+        agent: SocietyAgent,
+        phase: str,
+        space: Space,
+        default: Any,
+        observation: dict[str, Any],
+        context: str,
+        question: str,
+        own_context: str = "",
+    ) -> DecisionRequest:
+        """Build a request with everything the decision layer needs from this agent.
+
+        Prompt text (memory, feedback) is rendered only for agents whose decisions read it
+        (LLM agents); a scripted strategy reads `observation` alone. `context` is the text every
+        agent shares; `own_context` this agent's own part (see DecisionRequest).
+        """
+        text = agent.policy == "llm"
+        return DecisionRequest(
+            agent_id=agent.unique_id, tick=self.tick, phase=phase, space=space, default=default,
+            backend=agent.policy, strategy=agent.strategy, observation=observation, context=context,
+            question=question, persona=agent.persona, memory=agent.memory.render(question) if text else "",
+            feedback=describe_feedback(agent.feedback) if text else "",
+            seed=self.seeds.seed_for(self.tick, agent.unique_id, phase), own_context=own_context,
+        )
+
+    def batch_request(self, agents: Sequence[SocietyAgent], phase: str, space: Space, default: Any,
+                      observation: dict[str, Any], question: str) -> RequestBatch:
+        """The RequestBatch equal to `request(a, phase, space, default, observation, "", question)` for each agent.
+
+        For agents of one policy whose requests carry no prompt text (scripted ones): an LLM
+        agent's request has its own memory and feedback, so it is never batched.
+        """
+        policies = set(map(_policy, agents))
+        if len(policies) > 1 or "llm" in policies:
+            raise ValueError(f"a batch holds agents of one non-LLM policy, not {sorted(policies)}")
+        cached = self._batch_ids
+        if cached is None or cached[0] is not agents or type(agents) is not tuple:  # the same tuple of agents: the same ids
+            ids = list(map(_by_id, agents))
+            keys = seed_keys(ids)
+            cached = self._batch_ids = (agents, ids, ids if keys is None else keys)
+        _, ids, keys = cached
+        return RequestBatch(
+            tick=self.tick, phase=phase, space=space, default=default, observation=observation, agent_ids=ids,
+            strategies=list(map(_strategy, agents)), personas=list(map(_persona, agents)),
+            seeds=self.seeds.seeds_for_many(self.tick, keys, phase), backend=policies.pop() if policies else "scripted",
+            question=question,
+        )
+
+    def emit(self, kind: str, actor: Optional[int] = None, target: Optional[int] = None, **data: Any) -> Event:
+        event = Event(kind=kind, actor=actor, target=target, data=data)
+        self.events.append(event)
+        return event
+
+    def end(self, status: str, reason: Optional[str] = None) -> None:
+        """Stop after this tick with a final status (`collapsed`, ...)."""
+        self.status = status
+        self.reason = reason
+        self.running = False
+
+    # ----- the tick ------------------------------------------------------------------------------
+    def step(self) -> None:
+        """One tick: update, then for each phase observe/decide/act; reward; record.
+
+        The cyclic garbage collector is paused for the tick: a tick allocates a few objects per
+        agent that reference counting frees, and at 10,000 agents the collector's repeated full
+        passes over the live world cost as much as the tick itself. It runs again when the tick
+        ends (and stays off if it was off).
+        """
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._tick()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _tick(self) -> None:
+        self.events = []
+        self.update()
+        taken: list[tuple[str, Sequence[Decision]]] = []  # each phase's decisions, in request order
+        for phase in self.phases():
+            batch = self.observe_batch(phase)
+            if batch is not None:
+                decided: Sequence[Decision] = self.broker.decide_columns(batch) if len(batch) else []
+            else:
+                requests = [r for a in self.agents if (r := self.observe(a, phase)) is not None]
+                by_agent = self.broker.decide(requests) if requests else {}
+                decided = [by_agent[r.agent_id] for r in requests]
+            order = list(range(len(decided)))
+            self.random.shuffle(order)  # the same draws as shuffling the decisions themselves
+            ordered = decided.take(order) if isinstance(decided, DecisionColumns) else [decided[i] for i in order]
+            taken.append((phase, decided))
+            self.act(phase, ordered)
+            if not self.running and self.status != "running":
+                break
+        payoffs = self.payoffs()
+        rewards = self.reward_layer.rewards(payoffs)
+        sanctioned = len(self.norms.sanctioned())
+        self.perolat.n_agents = len(self.agents)
+        self.perolat.update(rewards, sanctioned)
+        norm_counts = self.norms.tick_counts()
+        self.events.extend(self.norms.flush())
+        metrics = dict(self.scenario_metrics())
+        metrics.update(self.perolat.values())
+        metrics.update({f"norm_{k}s": float(v) for k, v in norm_counts.items()})
+        self.last_metrics = metrics
+        layer = self.reward_layer
+        for agent in self.agents:
+            aid = agent.unique_id
+            agent.last_payoff = paid = payoffs.get(aid, 0.0)
+            agent.total_payoff += paid
+            agent.last_reward = rewards.get(aid, 0.0)
+            if agent.policy == "llm":  # feedback is prompt text: only LLM agents read it
+                agent.feedback = layer.feedback_for(aid, rewards, metrics)
+        self.after_reward(rewards)
+        record = TickRecord(self.tick, metrics, self.state(), self._steps(taken, payoffs, rewards), list(self.events),
+                            self.status)
+        self.last_record = record
+        if self.on_tick is not None:
+            self.on_tick(record)
+
+    def _steps(self, taken: Sequence[tuple[str, Sequence[Decision]]], payoffs: Mapping[int, float],
+               rewards: Mapping[int, float]) -> StepColumns:
+        """The tick's agent steps (the agents present now, by id): decisions by phase, payoff, reward,
+        fallbacks with their reasons, and each memory snapshot that changed since it was last stored."""
+        agents, present = self._roster.by_id()
+        ids = list(map(_by_id, agents))
+        fell: dict[int, list[str]] = {}
+        for _, decided in taken:
+            for d in decided.fallbacks() if isinstance(decided, DecisionColumns) else [d for d in decided if d.fallback]:
+                if d.agent_id in present:
+                    fell.setdefault(d.agent_id, []).append(f"{d.phase}: {d.reason}")
+        self.fallbacks += len(fell)
+        memories: dict[int, dict[str, Any]] = {}
+        for agent in [a for a in agents if a.memory.version != a.stored_memory_version]:
+            memories[agent.unique_id] = agent.memory.snapshot()
+            agent.stored_memory_version = agent.memory.version
+        return StepColumns(
+            ids, list(map(_policy, agents)), list(map(payoffs.get, ids, repeat(0.0))),
+            list(map(rewards.get, ids, repeat(0.0))), [(phase, values_by_agent(decided)) for phase, decided in taken],
+            {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
+        )
+
