@@ -69,7 +69,7 @@ def spec(
     `scenarios.reference_of`).
     """
     return build_spec(scenario, config_file=str(config_file) if config_file else None, sets=sets, seed=seed,
-                      policy=policy, ticks=ticks, llm=dict(llm) if llm else None, overrides=fields)
+                      policy=policy, ticks=ticks, llm=llm, overrides=fields)
 
 
 @dataclass
@@ -149,7 +149,11 @@ def run(
         the_spec = spec(scenario, config_file=config_file, seed=seed, policy=policy, ticks=ticks, llm=llm, **fields)
     preflight(the_spec)  # a bad model path or chat class is bad input: found before anything is stored
     store = _open(db, create=True)
-    r = execute(the_spec, store, progress=progress)
+    try:
+        r = execute(the_spec, store, progress=progress)
+    finally:
+        if not isinstance(db, Store):  # opened here: closed, so runs.db alone holds the run (its WAL folded in)
+            store.close()
     return Result(r.run_id, r.scenario, r.status, r.ticks, r.metrics, r.reason, r.fallbacks, store)
 
 

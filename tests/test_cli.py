@@ -158,4 +158,4 @@ def test_ctrl_c_marks_the_run_failed_without_a_traceback(db_url):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
     run = store.list_runs()[0]
-    assert run.status == "failed" and run.reason == "interrupted" and len(store.ticks(run.id)) == run.ticks >= 2
+    assert run.status == "failed" and run.reason == "interrupted (SIGINT)" and len(store.ticks(run.id)) == run.ticks >= 2

@@ -84,9 +84,10 @@ def test_bad_config_files(capsys, tmp_path, content, says):
     (["--policy", "llm", "--set", "llm.temperature=-1"], "bad value for 'llm.temperature'"),
     (["--policy", "llm", "--set", "llm.dtype=fp7"], "bad value for 'llm.dtype'"),
     (["--policy", "llm", "--set", "llm.device=tpu"], "bad value for 'llm.device'"),
-    (["--model", "/tmp"], "only apply to LLM agents"),
-    (["--llm", "langchain_core.language_models.fake_chat_models:FakeListChatModel"], "only apply to LLM agents"),
-    (["--llm-arg", "x=1"], "only apply to LLM agents"),
+    (["--model", "/tmp"], "--model only applies to LLM agents"),
+    (["--llm", "langchain_core.language_models.fake_chat_models:FakeListChatModel"], "--llm only applies to LLM agents"),
+    (["--llm-arg", "x=1"], "--llm-arg only applies to LLM agents"),
+    (["--llm", "m:C", "--llm-arg", "x=1"], "--llm and --llm-arg only apply to LLM agents"),
 ])
 def test_bad_flags_and_values(capsys, tmp_path, args, says):
     assert_bad(capsys, tmp_path / "r.db", "run", "commons", *args, says=says)

@@ -39,6 +39,7 @@ NORM = "reciprocity"  # the norm a costly punishment enforces (norm.sanction eve
 STRATEGY_NORM = "donor_strategy"  # an LLM player's written strategy (norm.statement events)
 MAX_SURVIVOR_STRATEGIES = 6  # a prompt quotes at most this many survivors' strategies
 STRATEGY_CHARS = 200  # and each at most this long
+MAX_TOTAL_ROUNDS = 10_000_000  # ticks a donor run may have
 
 
 class DonorConfig(ScenarioConfig):
@@ -49,7 +50,7 @@ class DonorConfig(ScenarioConfig):
     agents: int = Field(12, ge=2, le=10_000, description="players per generation (even)")
     rounds: int = Field(12, ge=1, le=10_000, description="rounds per game (hidden from the players); at most `agents`")
     generations: int = Field(10, ge=1, le=10_000, description="generations; each plays two games")
-    total_rounds: Optional[int] = Field(None, ge=1, le=10_000_000, description="ticks to run (one tick = one round of one game); default generations x 2 x rounds, less stops early")
+    total_rounds: Optional[int] = Field(None, ge=1, le=MAX_TOTAL_ROUNDS, description="ticks to run (one tick = one round of one game); default generations x 2 x rounds, less stops early")
     endowment: float = Field(10.0, gt=0, le=1e9, description="units each player starts each game with")
     multiplier: float = Field(2.0, ge=0, le=100, description="the recipient receives multiplier x the gift")
     strategy: StrategyName = Field("fixed", description="scripted strategy of the first generation")
@@ -69,6 +70,9 @@ class DonorConfig(ScenarioConfig):
             raise ValueError(f"rounds ({self.rounds}) must be at most agents ({self.agents}): a donor never gives to the same recipient twice in a game")
         full = self.generations * 2 * self.rounds
         if self.total_rounds is None:
+            if full > MAX_TOTAL_ROUNDS:
+                raise ValueError(f"generations x 2 x rounds = {full} ticks, more than a run may have ({MAX_TOTAL_ROUNDS}): "
+                                 "set fewer generations or rounds, or total_rounds")
             object.__setattr__(self, "total_rounds", full)
         elif self.total_rounds > full:
             raise ValueError(f"total_rounds ({self.total_rounds}) must be at most generations x 2 x rounds = {full}")

@@ -6,6 +6,7 @@ Bad input exits with code 2 and one line on stderr naming the problem; nothing i
 from __future__ import annotations
 
 import atexit
+import errno
 import importlib.metadata as md
 import os
 import sys
@@ -21,9 +22,20 @@ from sim.runner.execution import RunFailed, RunInterrupted, RunResult
 from sim.store.schema import DEFAULT_URL, default_url
 from sim.store.store import Store
 
+class PipeClosed(Exception):
+    """The reader of the command's output went away (`societas show RUN | head`)."""
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """Rich exits 1 on a closed pipe; the command ends quietly instead (`main` exits 0, as Unix tools do)."""
+        self.quiet = True
+        raise PipeClosed
+
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="societas: societies of LLM-driven agents on Mesa.")
-out = Console()
-err = Console(stderr=True)
+out = _Console()
+err = _Console(stderr=True)
 
 DbOption = typer.Option(None, "--db", help=f"database URL (default: $SOCIETAS_DB or {DEFAULT_URL}, i.e. runs.db in the current directory)")
 JsonOption = typer.Option(False, "--json", help="print JSON on stdout instead of tables")
@@ -132,19 +144,44 @@ def fit_widths(headers: Sequence[str], cells: Sequence[Sequence[str]], width: in
 
 
 def main() -> None:
-    """Console-script entry: usage errors become one line and exit code 2; a closed pipe (`| head`) exits 0."""
+    """Console-script entry: bad input (ours or the parser's) is one line on stderr and exit code 2; a closed
+    pipe (`| head`) ends quietly with exit 0; Ctrl-C outside a run exits 130."""
     try:
-        app(standalone_mode=True)
+        code = app(standalone_mode=False, prog_name="societas")
     except UsageError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except BrokenPipeError:
+        code = 2
+    except typer.TyperException as exc:  # the parser's: a bad option value, a missing option, an unknown command
+        code = _parser_error(exc)
+    except typer.Abort:
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    except PipeClosed:
         _quiet_broken_pipe()
-    except SystemExit as exc:
-        if exc.code not in (0, None):
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
             raise
-        _flush_or_quiet()
+        _quiet_broken_pipe()
+    except SystemExit:
+        # the parser's own handling of a closed pipe (a plain print): it wraps stdout to keep it quiet, then exits 1
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            _quiet_broken_pipe()
         raise
+    _flush_or_quiet()
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _parser_error(exc: Any) -> int:
+    """One line for a command-line error, naming where help is (`societas` alone prints the help, exit 2)."""
+    ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        exc.show()
+        return 2
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    message = " ".join(exc.format_message().split())
+    err.print(f"[bold red]error:[/] {message}{where}", highlight=False, soft_wrap=True, markup=True)
+    return int(getattr(exc, "exit_code", 2) or 2)
 
 
 def _flush_or_quiet() -> None:

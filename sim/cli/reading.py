@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,7 +20,10 @@ from scenarios.registry import REGISTRY, get_scenario
 from sim.cli.app import DbOption, JsonOption, app, fail, fit_widths, fmt, open_store, out
 from sim.core.fields import describe_fields
 from sim.core.spec import LLMSpec
+from sim.store.schema import absolute_url, default_url
 from sim.runner.replay import replay_run
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: app.py and .streamlit/ are there
 
 
 @app.command("list")
@@ -57,14 +62,24 @@ def show(
     With --sweep: a sweep's cells; with --compare-parent: a fork beside its parent.
     """
     if sweep_id is not None:
+        if run_id is not None or tick is not None or compare_parent:
+            fail("--sweep shows a sweep's cells: give no RUN_ID, --tick or --compare-parent with it")
         return show_sweep(sweep_id, db, as_json, metric)
+    if metric:
+        fail("--metric chooses the metrics of --sweep SWEEP_ID; a run shows every metric")
     if run_id is None:
         fail("give a RUN_ID (or --sweep SWEEP_ID)")
     if compare_parent:
+        if tick is not None:
+            fail("--tick and --compare-parent do not go together")
         return show_compare(run_id, db, as_json)
 
     store = open_store(db, create=False)
-    summary = run_summary(store, store.get_run(run_id).id)
+    run = store.get_run(run_id)
+    if tick is not None and not 1 <= tick <= run.ticks:
+        fail(f"bad value for '--tick': {tick}; run {run.id} has committed ticks 1..{run.ticks}" if run.ticks
+             else f"bad value for '--tick': {tick}; run {run.id} has no committed tick")
+    summary = run_summary(store, run.id)
     messages = tick_messages(store, summary["run_id"], tick) if tick is not None else None
     if as_json:
         if messages is not None:
@@ -127,6 +142,22 @@ def show(
             out.print(f"  [{m['kind']}] {who}{to}: {m['text']}", soft_wrap=True, highlight=False, markup=False)
 
 
+@app.command("app")
+def open_app(
+    db: Optional[str] = DbOption,
+    port: int = typer.Option(8501, "--port", min=1, max=65535, help="the port to serve the app on"),
+) -> None:
+    """Open the Streamlit app on the store (it only reads): http://localhost:PORT (Ctrl-C stops it)."""
+    script = ROOT / "app.py"
+    if not script.is_file():
+        fail(f"the app runs from a societas checkout: {script} is not there")
+    url = absolute_url(default_url(db))
+    out.print(f"the app on {url}: http://localhost:{port}", soft_wrap=True, highlight=False)
+    os.chdir(ROOT)  # streamlit reads .streamlit/config.toml from where it starts
+    os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
+                              "--", "--db", url])
+
+
 def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[str]) -> None:
     """`show --sweep ID`: one row per cell, mean and 95% CI of final metrics over seeds."""
     store = open_store(db, create=False)
@@ -137,7 +168,9 @@ def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[st
     if as_json:
         print(cells.to_json(orient="records"))
         return
-    table = Table(title=f"sweep {frame.attrs['sweep_id']}: {len(frame)} runs, mean [95% CI] over seeds")
+    out.print(f"[bold]sweep {frame.attrs['sweep_id']}[/]: {len(frame)} runs, mean [95% CI] over seeds"
+              + ("" if len(frame) else " (no run of it is stored yet)"), soft_wrap=True)
+    table = Table()
     cols = list(keys) + ["n"] + [c[:-5] for c in cells.columns if c.endswith("_mean")]
     for c in cols:
         table.add_column(c, justify="right")

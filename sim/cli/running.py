@@ -95,7 +95,7 @@ def resume(
     The committed ticks are replayed (scripted decisions recomputed from the seed, LLM
     decisions from the cache only) and checked against the store, then the run goes on live.
     """
-    store = open_store(db)
+    store = open_store(db, create=False)
     result = with_progress("resume", as_json, lambda progress: resume_run(store, run_id, force=force, progress=progress),
                            resume_hint=True)
     _report("resume", result, as_json, db)
@@ -110,7 +110,7 @@ def fork(
     as_json: bool = JsonOption,
 ) -> None:
     """A new run identical to RUN_ID up to tick AT, then continuing under the changed config."""
-    store = open_store(db)
+    store = open_store(db, create=False)
     result = with_progress("fork", as_json, lambda progress: fork_run(store, run_id, at, set_, progress=progress),
                            resume_hint=True)
     _report("fork", result, as_json, db)

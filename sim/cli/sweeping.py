@@ -8,10 +8,11 @@ from typing import Optional
 
 import typer
 
-from sim.cli.app import DbOption, JsonOption, app, fail, open_store, out, progress_bar
+from sim.cli.app import DbOption, JsonOption, app, err, fail, open_store, out, progress_bar
 from sim.runner.sweeps.backlog import prepare, status
 from sim.runner.sweeps.executor import EXECUTORS, run_sweep
-from sim.runner.sweeps.spec import load_sweep, preflight_llm
+from sim.runner.sweeps.ray_tasks import connect
+from sim.runner.sweeps.spec import MAX_RUNS, MAX_RUNS_CONFIRMED, load_sweep, preflight_llm
 from sim.runner.sweeps.worker import Outcome
 
 
@@ -21,6 +22,7 @@ def sweep(
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray instance)"),
     workers: Optional[int] = typer.Option(None, "--workers", help="runs at once (default: CPU count)"),
+    yes: bool = typer.Option(False, "--yes", help=f"allow a sweep of more than {MAX_RUNS:,} runs (up to {MAX_RUNS_CONFIRMED:,})"),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -31,9 +33,11 @@ def sweep(
         fail(f"bad value for '--workers': {workers}; must be at least 1")
     if address and executor != "ray":
         fail("--address is for --executor ray")
-    definition = load_sweep(sweep_file)
+    definition = load_sweep(sweep_file, max_runs=MAX_RUNS_CONFIRMED if yes else MAX_RUNS)
     if address is None:  # runs on this machine: an unusable model or device is bad input, found before any write
         preflight_llm(definition, str(sweep_file))
+    if executor == "ray":  # a cluster that cannot be reached (or used from here) is refused before anything is written
+        connect(address, workers)
     store = open_store(db)
     backlog = prepare(store, definition, source=str(sweep_file))
     bar, task = progress_bar(f"sweep {backlog.sweep_id}", backlog.total, as_json)
@@ -53,6 +57,11 @@ def sweep(
         out.print(f"sweep {report['sweep_id']}: {report['ran']} runs now, {report['skipped']} done before; "
                   f"statuses {report['statuses']}; {report['runs_per_s']:.2f} runs/s — see: societas show --sweep "
                   f"{report['sweep_id']}" + (f" --db {db}" if db else ""), soft_wrap=True, highlight=False)
+        _print_failures(report["errors"], report["failed"])
+        taken = report["taken"]
+        if taken:
+            out.print(f"{taken} runs were taken by another process running this sweep at the same time (left to it)",
+                      soft_wrap=True, highlight=False)
     if report["failed"]:
         raise typer.Exit(1)
 
@@ -68,3 +77,12 @@ def sweep_status(sweep_id: str, db: Optional[str] = DbOption, as_json: bool = Js
     out.print(f"sweep {report['sweep_id']} ({report['scenario']}, {report['source']}): {done}/{report['total']} done; "
               + ", ".join(f"{k} {v}" for k, v in sorted(report["statuses"].items())) + f"; {report['pending']} not started",
               soft_wrap=True, highlight=False)
+    _print_failures(report["failures"], report["statuses"].get("failed", 0))
+
+
+def _print_failures(failures: list[dict], count: int) -> None:
+    """The runs that failed, with their reasons (the first few), on stderr."""
+    for f in failures[:5]:
+        err.print(f"  {f['run_id']} {f['status']}: {f['reason']}", soft_wrap=True, highlight=False, markup=False)
+    if count > 5:
+        err.print(f"  ... and {count - 5} more (--json lists them)", highlight=False)

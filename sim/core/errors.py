@@ -7,3 +7,7 @@ class UsageError(Exception):
 
 class ModelLoadError(UsageError):
     """A model named by the user cannot be loaded: bad input, even when found only at first use."""
+
+
+class RunTaken(UsageError):
+    """Another process has the run: it created the row first (a sweep started twice) or took it over meanwhile."""

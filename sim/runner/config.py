@@ -157,8 +157,10 @@ def describe_error(exc: ValidationError, model: type[BaseModel], prefix: str = "
         return f"unknown config field {field!r}; valid fields: {valid}"
     got = err.get("input")
     got_text = "" if isinstance(got, dict) else f" (got {cut(got)})"
-    msg = str(err["msg"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
     msg = msg if len(msg) <= 300 else msg[:297] + "..."
+    if not loc and not prefix:  # a rule across fields (a model validator): no one field to name
+        return f"bad config: {msg}"
     return f"bad value for {field!r}: {msg}{got_text}"
 
 
@@ -195,6 +197,8 @@ def build_spec(
     data = deep_merge(data, absolute_refs(parse_sets(sets)))
     if overrides:
         data = deep_merge(data, absolute_refs(dict(overrides)))
+    if llm is not None and not isinstance(llm, typing.Mapping):
+        raise UsageError(f"bad value for 'llm': must be a mapping of llm settings (e.g. {{'temperature': 0}}), got {cut(llm)}")
     if llm:
         llm = absolute_refs({"llm": dict(llm)})["llm"]
     if "scenario" in data and data.pop("scenario") not in (scenario, given, cls.name):
@@ -226,8 +230,9 @@ def build_spec(
     if llm_spec.template is not None:
         get_template(llm_spec.template)  # a template that cannot be loaded is bad input, said now
     if llm and "llm" not in policies_used(config.population, policy):
-        flags = ", ".join(f for f, k in (("--model", "model"), ("--llm", "cls"), ("--llm-arg", "args")) if k in llm)
-        raise UsageError(f"{flags} only apply to LLM agents, and this run has none: add --policy llm "
+        given = [f for f, k in (("--model", "model"), ("--llm", "cls"), ("--llm-arg", "args")) if k in llm]
+        verb = "applies" if len(given) == 1 else "apply"
+        raise UsageError(f"{' and '.join(given)} only {verb} to LLM agents, and this run has none: add --policy llm "
                          "(or a population group with policy: llm)")
     return RunSpec(scenario=scenario, config=config.model_dump(mode="json"), seed=seed, policy=policy, llm=llm_spec,
                    contract=CONTRACT)

@@ -22,6 +22,7 @@ from sim.core.interrupts import Terminated, shielded, stop_signals
 from sim.core.records import TickRecord
 from sim.core.spec import RunSpec
 from sim.runner.backends import make_backends
+from sim.runner.config import validate_config
 from sim.runner.plans import FreshRun, RunPlan
 from sim.store.store import Store
 from sim.tick.broker import DecisionBroker
@@ -40,7 +41,8 @@ class RunFailed(RuntimeError):
 
 
 class RunInterrupted(RunFailed):
-    """The user stopped the run (Ctrl-C, SIGTERM, SIGHUP); stored as `failed` with reason `interrupted`.
+    """The user stopped the run (Ctrl-C, SIGTERM, SIGHUP); stored as `failed` with reason `interrupted (SIGINT)`
+    (or SIGTERM, SIGHUP).
 
     `exit_code` is the shell's convention: 128 + the signal number (130, 143, 129).
     """
@@ -95,7 +97,7 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
     """
     plan = plan if plan is not None else FreshRun()
     cls = get_scenario(spec.scenario)
-    config = cls.Config.model_validate(spec.config)
+    config = validate_config(cls.Config, spec.config)  # a spec built by hand is checked as a config file is
     # built before the run row: a chat model that cannot be imported or built is bad input, not a failed run
     backends = dict(backends) if backends is not None else make_backends(spec, cls, store)
     used = "+".join(sorted(p for p in backends if p in spec.policies()))
@@ -127,7 +129,7 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
                 model.step()
         except (KeyboardInterrupt, Terminated) as exc:
             signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
-            reason = "interrupted" if signum == signal.SIGINT else f"interrupted ({signal.Signals(signum).name})"
+            reason = f"interrupted ({signal.Signals(signum).name})"
             with shielded(then_raise=False):  # a second Ctrl-C while recording the first is the same request
                 store.finish_run(run_id, "failed", reason, time.perf_counter() - started, final_summary(model))
             raise RunInterrupted(run_id, reason, 128 + int(signum)) from None

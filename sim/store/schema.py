@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,15 @@ def default_url(url: Optional[str] = None) -> str:
     return url or os.environ.get("SOCIETAS_DB") or DEFAULT_URL
 
 
+def absolute_url(url: str) -> str:
+    """`url` with a relative SQLite path made absolute (from the current directory), for another process that
+    starts elsewhere; other URLs unchanged."""
+    path = sqlite_path(url)
+    if path is None or path.is_absolute():
+        return url
+    return str(make_url(url).set(database=str(path.resolve())))
+
+
 def sqlite_path(url: str) -> Optional[Path]:
     """The database file of a SQLite URL (None for other databases and in-memory SQLite)."""
     if not url.startswith("sqlite"):
@@ -50,9 +60,10 @@ def sqlite_path(url: str) -> Optional[Path]:
 def make_engine(url: str, *, create: bool = True) -> Engine:
     """An engine for `url` with the schema at head; a UsageError if it cannot be opened.
 
-    `create=False` (read-only commands) never creates a database: a missing SQLite file is an
-    error. A fresh database gets the schema; an older one must be upgraded explicitly
-    (`societas db upgrade`); one newer than this code is refused.
+    `create=False` (commands that need stored runs: reading, resume, fork) never creates or writes
+    one: a missing SQLite file, an empty one or a database without a store's tables is an error. A
+    fresh database gets the schema; an older one must be upgraded explicitly (`societas db
+    upgrade`); one newer than this code is refused.
     """
     path = sqlite_path(url)
     if path is not None:
@@ -63,9 +74,11 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
                 raise UsageError(f"cannot open database {url!r}: folder {str(path.parent)!r} does not exist")
         elif path.is_dir():
             raise UsageError(f"cannot open database {url!r}: {str(path)!r} is a folder")
+        elif not create:
+            _check_sqlite_store(path)
     try:
         engine = _engine(url)
-        prepare_schema(engine, path, upgrade=False)
+        prepare_schema(engine, path, upgrade=False, create=create)
         return engine
     except UsageError:
         raise
@@ -125,11 +138,15 @@ def _schema_lock(engine: Engine, path: Optional[Path]) -> Iterator[None]:
         yield
 
 
-def prepare_schema(engine: Engine, path: Optional[Path] = None, *, upgrade: bool = False) -> str:
-    """Create the schema in an empty database; with `upgrade`, migrate an older one. Returns what was done."""
+def prepare_schema(engine: Engine, path: Optional[Path] = None, *, upgrade: bool = False, create: bool = True) -> str:
+    """Create the schema in an empty database (unless `create` is False: then UsageError); with `upgrade`,
+    migrate an older one. Returns what was done."""
     current, head = schema_versions(engine)
     if current == head:
         return "current"
+    if current is None and not create:
+        raise UsageError(f"no store in {engine.url.render_as_string(hide_password=True)!r}: it holds no runs "
+                         "(`societas run` creates a store)")
     with _schema_lock(engine, path):
         current, head = schema_versions(engine)  # another process may have done it meanwhile
         if current == head:
@@ -155,6 +172,29 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
+
+
+def _check_sqlite_store(path: Path) -> None:
+    """Refuse, without writing to it, a file that is not a SQLite database holding a store's runs table."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(16)
+    except OSError as exc:
+        raise UsageError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+    if not header:
+        raise UsageError(f"no store at {str(path)!r}: the file is empty (`societas run` creates a store)")
+    if header != b"SQLite format 3\x00":
+        raise UsageError(f"{str(path)!r} is not a SQLite database")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
+        try:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise UsageError(f"cannot open database {str(path)!r}: {exc}") from None
+    if found is None:
+        raise UsageError(f"no store at {str(path)!r}: the database holds no runs (`societas run` creates a store)")
 
 
 def _engine(url: str) -> Engine:

@@ -17,10 +17,10 @@ from typing import Any, Optional
 
 from sqlalchemy import case, delete, func, insert, literal, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import Session, SQLModel, select
 
-from sim.core.errors import UsageError
+from sim.core.errors import RunTaken, UsageError
 from sim.core.interrupts import shielded
 from sim.core.records import StepColumns, TickRecord
 from sim.core.spec import RunSpec
@@ -63,14 +63,21 @@ class Store:
     def create_run(self, spec: RunSpec, versions: dict[str, str], *, origin: str = "run", parent_id: Optional[str] = None,
                    branch_tick: Optional[int] = None, sweep_id: Optional[str] = None, backends: str = "",
                    run_id: Optional[str] = None) -> str:
-        """Insert a `running` run owned by this process; returns its id."""
+        """Insert a `running` run owned by this process; returns its id. With a given `run_id` (a sweep's) that
+        another process inserted first: RunTaken."""
+        given = run_id is not None
         run_id = run_id or uuid.uuid4().hex[:12]
         with Session(self.engine) as s:
             s.add(Run(id=run_id, scenario=spec.scenario, seed=spec.seed, policy=spec.policy,
                       spec_digest=spec.digest(), spec=spec.model_dump(mode="json"), versions=versions, origin=origin,
                       parent_id=parent_id, branch_tick=branch_tick, sweep_id=sweep_id, backends=backends,
                       owner_pid=os.getpid(), owner_host=socket.gethostname(), heartbeat_at=utc_now()))
-            s.commit()
+            try:
+                s.commit()
+            except IntegrityError:
+                if not given:
+                    raise
+                raise RunTaken(f"run {run_id} was started by another process meanwhile") from None
         return run_id
 
     def record_tick(self, run_id: str, record: TickRecord, llm_calls: Iterable[dict[str, Any]] = (), duration_s: float = 0.0) -> None:
@@ -115,6 +122,14 @@ class Store:
                 run.final_metrics = json_safe(final_metrics)
             s.add(run)
             s.commit()
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """SQLite: copy the write-ahead log into the database file (without waiting for readers), so that a copy
+        of `runs.db` alone holds every finished run. Nothing to do on other databases."""
+        if self.engine.dialect.name == "sqlite":
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
 
     def close(self) -> None:
         """Close the store's connections. On SQLite the last connection to close folds the write-ahead
@@ -138,6 +153,8 @@ class Store:
     # ----- reading ---------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run:
         """A run by id or unique id prefix; a UsageError naming the problem otherwise."""
+        if not isinstance(run_id, str) or not run_id:
+            raise UsageError(f"a run id is a non-empty string (a run's id or a unique prefix of it), not {run_id!r}")
         with Session(self.engine) as s:
             run = s.get(Run, run_id)
             if run is None and run_id:
@@ -241,7 +258,7 @@ class Store:
                 .values(status="running", reason=None, finished_at=None, owner_pid=os.getpid(),
                         owner_host=socket.gethostname(), heartbeat_at=utc_now()))
         if result.rowcount != 1:
-            raise UsageError(f"run {run.id} was taken over by another process meanwhile; see `societas show {run.id}`")
+            raise RunTaken(f"run {run.id} was taken over by another process meanwhile; see `societas show {run.id}`")
         return run.id
 
     def copy_ticks(self, parent_id: str, fork_id: str, upto: int) -> None:
@@ -283,6 +300,8 @@ class Store:
 
     def get_sweep(self, sweep_id: str) -> SweepRow:
         """A sweep by id or unique prefix; UsageError otherwise."""
+        if not isinstance(sweep_id, str) or not sweep_id:
+            raise UsageError(f"a sweep id is a non-empty string (a sweep's id or a unique prefix of it), not {sweep_id!r}")
         with Session(self.engine) as s:
             row = s.get(SweepRow, sweep_id)
             if row is None and sweep_id:

@@ -69,6 +69,7 @@ def status(store: Store, sid: str) -> dict[str, Any]:
     for r in runs:
         key = "stale" if liveness(r) == "stale" else r.status
         counts[key] = counts.get(key, 0) + 1
+    failures = [{"run_id": r.id, "status": r.status, "reason": r.reason} for r in runs if r.status == "failed"]
     return {"sweep_id": row.id, "scenario": row.scenario, "source": row.source, "total": row.total,
             "statuses": counts, "pending": row.total - len(runs), "grid": row.definition.get("grid", {}),
-            "seeds": len(row.definition.get("seeds", []))}
+            "seeds": len(row.definition.get("seeds", [])), "failures": failures}

@@ -44,7 +44,9 @@ def run_sweep(store: Store, backlog: SweepBacklog, *, executor: str = "local", a
     for o in outcomes:
         statuses[o.status] = statuses.get(o.status, 0) + 1
     failed = [o for o in outcomes if o.status in ("failed", "error")]
-    return {"sweep_id": backlog.sweep_id, "total": backlog.total, "ran": len(outcomes), "skipped": backlog.done_before,
-            "busy_elsewhere": backlog.busy, "statuses": statuses, "failed": len(failed),
-            "seconds": round(seconds, 3), "runs_per_s": len(outcomes) / seconds if seconds > 0 and outcomes else 0.0,
+    ran = [o for o in outcomes if o.status != "taken"]  # taken: another process running this sweep had it first
+    return {"sweep_id": backlog.sweep_id, "total": backlog.total, "ran": len(ran), "skipped": backlog.done_before,
+            "busy_elsewhere": backlog.busy, "taken": len(outcomes) - len(ran), "statuses": statuses,
+            "failed": len(failed), "seconds": round(seconds, 3),
+            "runs_per_s": len(ran) / seconds if seconds > 0 and ran else 0.0,
             "errors": [o.to_json() for o in failed][:20], **extra}

@@ -1,9 +1,16 @@
-"""The local executor of sweeps: a process pool on this machine, every worker writing to the same store."""
+"""The local executor of sweeps: a process pool on this machine, every worker writing to the same store.
+
+Workers die with the driver: each watches the driver's process and exits when it is gone (a `kill -9` of
+`societas sweep` must not leave workers running the rest of the queue). A run a worker leaves behind is
+stale, and the next `societas sweep` of the same file resumes it.
+"""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Optional
@@ -23,7 +30,7 @@ def run_local(store: Store, backlog: SweepBacklog, *, workers: Optional[int], on
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["sim.runner.sweeps.worker"])
     store.close()  # no pooled connection crosses into a worker
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=watch_driver, initargs=(os.getpid(),))
     try:
         pending = {pool.submit(run_one, backlog.url, backlog.sweep_id, rid, mode, spec) for rid, mode, spec in backlog.todo}
         while pending:
@@ -35,3 +42,21 @@ def run_local(store: Store, backlog: SweepBacklog, *, workers: Optional[int], on
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+WATCH_EVERY_S = 0.5
+
+
+def watch_driver(driver: int) -> None:
+    """In a worker: exit as soon as the driver process `driver` is gone (checked every WATCH_EVERY_S)."""
+    def watch() -> None:
+        while True:
+            time.sleep(WATCH_EVERY_S)
+            try:
+                os.kill(driver, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # alive, under another user: never the case for our own driver
+                pass
+
+    threading.Thread(target=watch, name="societas-watch-driver", daemon=True).start()

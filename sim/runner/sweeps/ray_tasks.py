@@ -9,11 +9,14 @@ merged into common forward passes. LangChain-served models need no actor (the se
 from __future__ import annotations
 
 import os
+import socket
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
 from agents.llm.shared import shared_llm_factory, start_model_actors
+from sim.core.errors import UsageError
 from sim.core.spec import LLMSpec, RunSpec
 from sim.runner.sweeps.backlog import SweepBacklog
 from sim.runner.sweeps.worker import Outcome, run_one
@@ -34,6 +37,41 @@ def local_model_llm(backlog: SweepBacklog) -> Optional[LLMSpec]:
         if spec.llm.provider == "local" and spec.uses_llm:
             return spec.llm
     return None
+
+
+#: seconds `check_address` waits for a Ray cluster to answer
+CONNECT_TIMEOUT_S = 10.0
+
+
+def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Refuse, before a sweep stores anything, a Ray address that cannot work: not `host:port` or
+    `ray://host:port`, or nobody answering there within `timeout_s` (ray.init would retry for minutes)."""
+    if address in ("auto", "local"):
+        return
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UsageError(f"bad value for '--address': {address!r}; expected ray://host:port (a Ray client server, "
+                         "default port 10001) or host:port (a cluster's head node, default port 6379)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise UsageError(f"cannot reach a Ray cluster at {address!r} within {timeout_s:g}s: "
+                         f"{exc.strerror or type(exc).__name__}") from None
+
+
+def connect(address: Optional[str], workers: Optional[int]) -> bool:
+    """`init_ray`, with a cluster that cannot be reached, or used from here, as one UsageError (the sweep
+    calls this before it stores anything). Returns whether this call started the connection."""
+    if address is not None:
+        check_address(address)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return init_ray(address, workers)
+    except Exception as exc:  # noqa: BLE001 - whatever Ray raises, this cluster cannot run the sweep
+        text = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise UsageError(f"cannot connect to Ray{' at ' + repr(address) if address else ''}: {text}") from None
 
 
 def init_ray(address: Optional[str], workers: Optional[int]) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -28,22 +29,27 @@ from sim.core.errors import UsageError
 from sim.core.profiles import CONTRACT
 from sim.core.spec import LLMSpec, RunSpec
 from sim.runner.backends import preflight
-from sim.runner.config import absolute_refs, check_population, deep_merge, describe_error, load_yaml, validate_config
+from sim.runner.config import absolute_refs, check_population, cut, deep_merge, describe_error, load_yaml, validate_config
 
 KEYS = ("scenario", "base", "grid", "seeds", "policy", "llm", "ticks")
+#: runs a sweep may have without `--yes`, and with it (every run's spec is built and checked before the first starts)
+MAX_RUNS = 10_000
+MAX_RUNS_CONFIRMED = 1_000_000
 
 
 # ----- the sweep file -------------------------------------------------------------------------------------
-def load_sweep(path: str | Path) -> dict[str, Any]:
+def load_sweep(path: str | Path, max_runs: int = MAX_RUNS) -> dict[str, Any]:
     """Read and validate a sweep file; UsageError naming the file and the key otherwise."""
-    return parse_sweep(load_yaml(path), str(path), base_dir=Path(path).parent)
+    return parse_sweep(load_yaml(path), str(path), base_dir=Path(path).parent, max_runs=max_runs)
 
 
-def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[Path] = None) -> dict[str, Any]:
+def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[Path] = None,
+                max_runs: int = MAX_RUNS) -> dict[str, Any]:
     """The normalised definition: every key present, seeds as a list, grid values as lists.
 
     `scenario` is a registered name or a reference (`module:Class`, `file.py:Class`: a relative
     path is taken from `base_dir`, the sweep file's folder); it is stored as `scenarios.reference_of` makes it.
+    A sweep of more than `max_runs` runs (cells x seeds, counted before anything is built) is refused.
     """
     unknown = [k for k in data if k not in KEYS]
     if unknown:
@@ -65,9 +71,16 @@ def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[P
     seeds = data.get("seeds", 1)
     if isinstance(seeds, int) and not isinstance(seeds, bool) and 1 <= seeds <= 100_000:
         seeds = list(range(seeds))
-    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
-            or any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seeds)):
-        raise UsageError(f"{where}: bad value for 'seeds': a count (1..100000) or a list of distinct non-negative integers")
+    if (not isinstance(seeds, list) or not seeds or len(seeds) > 100_000
+            or any(not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2**63 for s in seeds)
+            or len(set(seeds)) != len(seeds)):
+        raise UsageError(f"{where}: bad value for 'seeds': a count (1..100000) or a list of at most 100000 distinct "
+                         "integers from 0 to 2**63-1")
+    runs = math.prod(len(v) for v in grid.values()) * len(seeds)
+    if runs > max_runs:
+        raise UsageError(f"{where}: the sweep has {runs:,} runs ({runs // len(seeds):,} cells x {len(seeds):,} seeds), more "
+                         f"than {max_runs:,}: shrink the grid or the seeds" +
+                         (f", or pass --yes to allow up to {MAX_RUNS_CONFIRMED:,}" if max_runs < MAX_RUNS_CONFIRMED else ""))
     policy = data.get("policy", "scripted")
     if policy not in ("scripted", "llm"):
         raise UsageError(f"{where}: bad value for 'policy': {policy!r}; valid: scripted, llm")
@@ -76,8 +89,10 @@ def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[P
     grid = {k: [absolute_refs(_nest({k: v}), base_dir) for v in values] for k, values in grid.items()}
     grid = {k: [_get_path(v, k) for v in values] for k, values in grid.items()}
     llm_block = data.get("llm") or {}
-    if isinstance(llm_block, dict):
-        llm_block = absolute_refs({"llm": llm_block}, base_dir)["llm"]
+    if not isinstance(llm_block, dict):
+        raise UsageError(f"{where}: bad value for 'llm': must be a mapping of llm settings (e.g. llm: {{temperature: 0}}), "
+                         f"got {cut(llm_block)}")
+    llm_block = absolute_refs({"llm": llm_block}, base_dir)["llm"]
     definition = {"scenario": scenario, "base": base, "grid": grid, "seeds": seeds, "policy": policy,
                   "llm": llm_block, "ticks": data.get("ticks")}
     expand(definition, where)  # every cell validates now, before anything is written
@@ -148,7 +163,7 @@ def spec_for(definition: dict[str, Any], cell: dict[str, Any], seed: int, where:
     data = deep_merge(_nest(definition["base"]), _nest(cell))
     llm = deep_merge(definition["llm"], data.pop("llm", {}) or {})
     for key in ("seed", "policy", "scenario", "ticks"):
-        if key in data:
+        if key in data and key not in cls.Config.model_fields:  # (social's horizon is a field named `ticks`)
             raise UsageError(f"{where}: {key!r} is a sweep key, not a config field (put it at the top level)")
     if definition["ticks"] is not None:
         data[cls.horizon_field] = definition["ticks"]

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from agents.llm.base import LLM
 from scenarios.registry import get_scenario
+from sim.core.errors import RunTaken
 from sim.core.spec import RunSpec
 from sim.runner.backends import make_backends
 from sim.runner.plans import FreshRun
@@ -19,7 +20,8 @@ from sim.store.store import Store
 
 @dataclass
 class Outcome:
-    """How one run of a sweep ended: its status (`error` when it could not even run), why, and how long it took."""
+    """How one run of a sweep ended: its status (`error` when it could not even run, `taken` when another process
+    running the same sweep had it first), why, and how long it took."""
 
     run_id: str
     status: str
@@ -53,6 +55,8 @@ def run_one(url: str, sid: str, run_id: str, mode: str, spec_json: dict[str, Any
             plan = FreshRun(sweep_id=sid, run_id=run_id, drop_if_bad_input=False)
             result = execute(spec, store, plan, backends=backends)
         return Outcome(run_id, result.status, result.reason, time.perf_counter() - started)
+    except RunTaken as exc:  # the same sweep runs in another process too, and it got there first
+        return Outcome(run_id, "taken", str(exc), time.perf_counter() - started)
     except RunFailed as exc:
         return Outcome(run_id, "failed", exc.reason, time.perf_counter() - started)
     except Exception as exc:  # noqa: BLE001 - e.g. another driver took the run meanwhile

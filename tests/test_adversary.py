@@ -1,0 +1,274 @@
+"""What a new user and an adversary broke (the review before the redesign), one test per case: each failed
+on the code of that review. Bad input is one line and exit 2 with nothing written; reading never writes;
+a sweep started twice, killed or pointed at a dead cluster behaves."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import sim
+from conftest import ROOT, cli, cli_json
+from sim.core.errors import UsageError
+
+
+def one_line_error(proc: subprocess.CompletedProcess, says: str = "") -> None:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
+    assert says in lines[0], lines[0]
+
+
+# ----- the command line ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args,says", [
+    (["run", "commons", "--seed", "abc"], "'--seed'"),
+    (["fork", "abc"], "'--at'"),
+    (["nope"], "No such command 'nope'"),
+    (["run"], "Missing argument 'scenario'"),
+])
+def test_parser_errors_are_one_line(args, says):
+    one_line_error(cli(*args), says)
+
+
+@pytest.fixture
+def twelve_ticks(db_url):
+    return cli_json("run", "commons", "--ticks", "12", db=db_url)["run_id"]
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--tick", "99"], "ticks 1..12"), (["--tick", "-1"], "ticks 1..12"), (["--tick", "0"], "ticks 1..12"),
+    (["--metric", "gain"], "--metric"),
+])
+def test_show_refuses_what_it_would_ignore(db_url, twelve_ticks, args, says):
+    one_line_error(cli("show", twelve_ticks, *args, db=db_url), says)
+
+
+@pytest.mark.parametrize("command", [["show", "{run}"], ["scenarios"], ["export", "{run}", "--out", "{tmp}"],
+                                     ["show", "{run}", "--json"], ["list"]])
+def test_output_piped_into_head_ends_quietly(db_url, twelve_ticks, tmp_path, command):
+    """`| head -1` closes the pipe early: exit 0, no traceback (as the README says)."""
+    args = " ".join(a.format(run=twelve_ticks, tmp=tmp_path / "x") for a in command)
+    db = "" if command[0] == "scenarios" else f"--db {db_url}"
+    proc = subprocess.run(f"{sys.executable} -m sim.cli {args} {db} | head -c 20 > /dev/null; "
+                          "echo ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.stdout.strip() == "0", proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# ----- reading never writes ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("command", [["list"], ["show", "abc"], ["export", "abc", "--out", "OUT"], ["replay", "abc"],
+                                     ["resume", "abc"], ["fork", "abc", "--at", "1"], ["sweep-status", "abc"]])
+def test_commands_that_need_runs_never_make_a_store(tmp_path, command):
+    """An empty file stays empty; a missing one is not created."""
+    args = [a.replace("OUT", str(tmp_path / "out")) for a in command]
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    one_line_error(cli(*args, db=f"sqlite:///{empty}"), "no store")
+    assert empty.stat().st_size == 0
+    missing = tmp_path / "missing.db"
+    one_line_error(cli(*args, db=f"sqlite:///{missing}"), "no store")
+    assert not missing.exists()
+
+
+def test_a_database_without_runs_is_not_turned_into_a_store(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE mine (x)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    one_line_error(cli("list", db=f"sqlite:///{path}"), "holds no runs")
+    assert path.read_bytes() == before
+
+
+def test_a_run_from_the_api_is_in_the_database_file_itself(tmp_path):
+    """After `sim.run` returns, runs.db alone (copied without its write-ahead log) holds the run."""
+    db = tmp_path / "runs.db"
+    r = sim.run("commons", db=f"sqlite:///{db}", seed=1, months=4)
+    copy = tmp_path / "copy.db"
+    shutil.copy(db, copy)
+    conn = sqlite3.connect(copy)
+    assert conn.execute("SELECT count(*) FROM ticks WHERE run_id = ?", (r.run_id,)).fetchone() == (4,)
+    assert conn.execute("SELECT status FROM runs").fetchone() == ("finished",)
+
+
+# ----- bad input from code and files -----------------------------------------------------------------------
+def test_a_derived_value_out_of_range_is_bad_input(db_url):
+    """Donor's total_rounds (generations x 2 x rounds) past its bound: one line, and UsageError from the API."""
+    sets = ["--set", "agents=10000", "--set", "rounds=10000", "--set", "generations=10000"]
+    one_line_error(cli("run", "donor", *sets, db=db_url), "generations x 2 x rounds")
+    with pytest.raises(UsageError, match="generations x 2 x rounds"):
+        sim.run("donor", db=db_url, agents=10_000, rounds=10_000, generations=10_000)
+
+
+def test_a_spec_built_by_hand_is_checked_like_a_config(db_url):
+    spec = sim.spec("commons")
+    bad = spec.model_copy(update={"config": {**spec.config, "fishers": -3}})
+    with pytest.raises(UsageError, match="fishers"):
+        sim.run(bad, db=db_url)
+
+
+def test_llm_settings_that_are_not_a_mapping_are_bad_input(db_url, tmp_path):
+    with pytest.raises(UsageError, match="'llm': must be a mapping"):
+        sim.run("commons", db=db_url, llm=5)
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("scenario: commons\nllm: 5\n")
+    one_line_error(cli("sweep", str(sweep), db=db_url), "'llm': must be a mapping")
+
+
+def test_sweep_seeds_past_63_bits_are_refused_before_anything_is_written(tmp_path):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"scenario: commons\nseeds: [1, {2**63}]\n")
+    db = tmp_path / "runs.db"
+    one_line_error(cli("sweep", str(sweep), db=f"sqlite:///{db}"), "2**63-1")
+    assert not db.exists()
+
+
+def test_a_sweep_is_counted_before_it_is_built(tmp_path):
+    """3 fields x 10 values x 100,000 seeds: refused at once, naming the count; --yes raises the limit, not past it."""
+    sweep = tmp_path / "s.yaml"
+    values = list(range(1, 11))
+    sweep.write_text(f"scenario: commons\ngrid: {{fishers: {values}, months: {values}, catch: {values}}}\nseeds: 100000\n")
+    db = tmp_path / "runs.db"
+    started = time.perf_counter()
+    one_line_error(cli("sweep", str(sweep), db=f"sqlite:///{db}"), "100,000,000 runs")
+    one_line_error(cli("sweep", str(sweep), "--yes", db=f"sqlite:///{db}"), "more than 1,000,000")
+    assert time.perf_counter() - started < 60 and not db.exists()
+
+
+def test_a_scenarios_own_field_named_like_a_sweep_key_is_a_field(tmp_path, db_url):
+    """Social's horizon is a field named `ticks`: a sweep's base may set it."""
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("scenario: social\nbase: {ticks: 2, agents: 20}\nseeds: 1\n")
+    report = cli_json("sweep", str(sweep), "--workers", "1", db=db_url)
+    assert report["statuses"] == {"finished": 1}
+
+
+def test_load_run_of_nothing_is_bad_input_without_warnings(db_url, twelve_ticks):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UsageError, match="run id"):
+            sim.load_run(None, db_url)  # type: ignore[arg-type]
+
+
+# ----- sweeps and processes -----------------------------------------------------------------------------------
+def test_the_same_sweep_started_three_times_at_once_leaves_each_run_to_one_process(tmp_path):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("scenario: commons\nbase: {months: 30}\ngrid: {strategy: [random, greedy]}\nseeds: 6\n")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    procs = [subprocess.Popen([sys.executable, "-m", "sim.cli", "sweep", str(sweep), "--workers", "1", "--json",
+                               "--db", db], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [e[-500:] for _, e in results]
+    reports = [json.loads(o) for o, _ in results]
+    assert sum(r["ran"] for r in reports) == 12  # each run once, by one of them
+    assert all(r["ran"] + r["taken"] + r["skipped"] + r["busy_elsewhere"] == 12 for r in reports)
+    assert all(r["failed"] == 0 for r in reports)
+    status = cli_json("sweep-status", reports[0]["sweep_id"], db=db)
+    assert sum(status["statuses"].values()) == 12 and status["pending"] == 0
+
+
+def test_workers_die_with_a_killed_sweep(tmp_path):
+    """`kill -9` of `societas sweep`: its pool's workers stop too, instead of running the rest of the queue."""
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("scenario: commons\nbase: {months: 100000, fishers: 20}\nseeds: 4\n")
+    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "sweep", str(sweep), "--workers", "2", "--db",
+                             f"sqlite:///{tmp_path / 'runs.db'}"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 60
+    workers: list[int] = []
+    while time.time() < deadline and len(workers) < 2:
+        time.sleep(0.5)
+        workers = _descendants(proc.pid)
+    assert workers, "the sweep started no worker"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and [w for w in workers if _running(w)]:
+        time.sleep(0.5)
+    assert [w for w in workers if _running(w)] == []
+
+
+def _descendants(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout.split()
+    pairs = [(int(a), int(b)) for a, b in zip(out[::2], out[1::2])]
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        kids = [p for p, pp in pairs if pp == parent]
+        found += kids
+        frontier += kids
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("address,says", [("nonsense", "expected ray://host:port"),
+                                          ("127.0.0.1:{port}", "cannot reach a Ray cluster")])
+def test_a_ray_cluster_that_cannot_answer_is_refused_before_anything_is_written(tmp_path, address, says):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("scenario: commons\nseeds: 1\n")
+    db = tmp_path / "runs.db"
+    started = time.perf_counter()
+    one_line_error(cli("sweep", str(sweep), "--executor", "ray", "--address", address.format(port=port),
+                       db=f"sqlite:///{db}"), says)
+    assert time.perf_counter() - started < 60 and not db.exists()
+
+
+def test_societas_app_serves_the_app(tmp_path, db_url, twelve_ticks):
+    """`societas app` (documented in examples/README.md) serves the Streamlit app on the store."""
+    pytest.importorskip("streamlit")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "app", "--port", str(port), "--db", db_url], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline, answered = time.time() + 60, False
+        while time.time() < deadline and not answered:
+            time.sleep(0.5)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                answered = True
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read()
+        assert answered
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_an_empty_sweep_is_shown_with_its_title_on_one_line(tmp_path, db_url):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("scenario: commons\nseeds: 1\n")
+    sid = cli_json("sweep", str(sweep), "--workers", "1", db=db_url)["sweep_id"]
+    conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+    for table in ("agent_steps", "events", "ticks", "runs"):
+        conn.execute(f"DELETE FROM {table}")
+    conn.commit()
+    conn.close()
+    proc = cli("show", "--sweep", sid, db=db_url, columns=80)
+    assert proc.returncode == 0, proc.stderr
+    assert f"sweep {sid}: 0 runs, mean [95% CI] over seeds (no run of it is stored yet)" in proc.stdout
