@@ -14,8 +14,8 @@ from scenarios.registry import REGISTRY
 
 
 def comparison_rows(scenario: str, final_metrics: Mapping[str, Optional[float]]) -> list[dict[str, Any]]:
-    """One row per published value: metric, published, run, difference (run - published; None if either is
-    missing), source. No rows for a scenario without references, or one that cannot be loaded here."""
+    """One row per published value: metric, value (the run's), published, difference (value - published; None if
+    either is missing), source. No rows for a scenario without references, or one that cannot be loaded here."""
     reference = getattr(REGISTRY.get(scenario), "reference", None) or {}
     rows = []
     for metric, entry in reference.items():
@@ -27,5 +27,5 @@ def comparison_rows(scenario: str, final_metrics: Mapping[str, Optional[float]])
             published, source = entry, ""
         value = final_metrics.get(metric)
         difference = None if value is None or published is None else float(value) - float(published)
-        rows.append({"metric": metric, "published": published, "run": value, "difference": difference, "source": source})
+        rows.append({"metric": metric, "value": value, "published": published, "difference": difference, "source": source})
     return rows

@@ -157,7 +157,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{tmp}/bench.db")
         spec = build_spec("commons", policy="llm", seed=3)  # a seed whose lake lasts several months
-        from agents.llm import local as local_mod
+        from agents.llm.local import model as local_mod
 
         local_mod._SHARED.clear()
         t0 = time.perf_counter()

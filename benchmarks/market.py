@@ -73,7 +73,7 @@ def llm(customers: int, businesses: int) -> dict:
     t = time.perf_counter()
     engine.lm
     load_s = time.perf_counter() - t
-    backend = Counted(engine.model_id, engine.sampling, engine=engine)
+    backend = Counted(engine.model_id, engine.sampling, llm=engine)
     cfg = MarketConfig(customers_n=customers, businesses_n=businesses, search="optimal", max_steps=2)
     backends = {"scripted": ScriptedBackend(MarketModel.strategies), "llm": backend}
     model = MarketModel(cfg, seed=0, broker=DecisionBroker(backends), policy="llm")
@@ -86,7 +86,7 @@ def llm(customers: int, businesses: int) -> dict:
     for b in batches:
         per_phase.setdefault(f"{b['tick']}:{b['phase']}", []).append(b["requests"])
     return {"customers": customers, "businesses": businesses, "model_load_s": round(load_s, 1), "run_s": round(run_s, 1),
-            "engine_batches": backend.engine_batches, "batches": batches,
+            "engine_batches": backend.llm_batches, "batches": batches,
             "one_call_per_phase": all(len(v) == 1 for v in per_phase.values()),
             "welfare_ratio": m["welfare_ratio"], "first_proposal_rate": m["first_proposal_rate"],
             "payment_rate": m["payment_rate"]}

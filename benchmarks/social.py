@@ -57,7 +57,7 @@ def _peak_mb() -> float:
 
 def case_scripted(agents: int, ticks: int) -> dict:
     import scenarios
-    from sim import broker as broker_mod
+    from sim.tick import broker as broker_mod
     from sim.runner.config import build_spec
     from sim.runner.execution import execute
     from sim.store.store import Store
@@ -172,7 +172,7 @@ def case_llm(agents: int, feed_size: int, stand_in: bool = False) -> dict:
     else:
         backend = make_llm_backend(spec, None)
         t = time.perf_counter()
-        backend.engine.lm  # load the model outside the measured tick
+        backend.llm.lm  # load the model outside the measured tick
         load_s = time.perf_counter() - t
     phases: dict[str, dict] = {}
     decide = backend.decide_batch
@@ -191,12 +191,12 @@ def case_llm(agents: int, feed_size: int, stand_in: bool = False) -> dict:
     wall = time.perf_counter()
     model.step()
     wall = time.perf_counter() - wall
-    engine = backend.engine
+    engine = backend.llm
     return {
         "engine": "stand-in (no model: measures prompts, cache keys and batching)" if stand_in else backend.model_id,
         "batch_sizes_sent_to_engine": getattr(engine, "batches", None),
         "llm_agents": agents, "active": int(model.readers.size), "feed_size": feed_size, "model_load_s": round(load_s, 1),
-        "tick_wall_s": round(wall, 1), "phases": phases, "engine_calls": backend.engine_batches,
+        "tick_wall_s": round(wall, 1), "phases": phases, "engine_calls": backend.llm_batches,
         "engine_max_batch": getattr(engine, "_args", {}).get("max_batch"),
         "decisions_per_s": round(sum(p["requests"] for p in phases.values()) / wall, 2),
         "peak_rss_mb": round(_peak_mb(), 1),

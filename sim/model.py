@@ -4,7 +4,11 @@
 """
 
 from sim.core.contracts import Decision, DecisionRequest, Event, RequestBatch
+from sim.core.records import AgentStepRecord, StepColumns, TickRecord
+from sim.reward.docs import BASE_FINAL_DOCS, BASE_TICK_DOCS
 from sim.tick.config import PopulationGroup, ScenarioConfig
 from sim.tick.model import SocietyModel
+from sim.tick.roster import Roster
 
-__all__ = ["SocietyModel", "ScenarioConfig", "PopulationGroup", "DecisionRequest", "Decision", "Event", "RequestBatch"]
+__all__ = ["SocietyModel", "ScenarioConfig", "PopulationGroup", "DecisionRequest", "Decision", "Event", "RequestBatch",
+           "TickRecord", "AgentStepRecord", "StepColumns", "Roster", "BASE_TICK_DOCS", "BASE_FINAL_DOCS"]

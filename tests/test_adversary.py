@@ -272,3 +272,125 @@ def test_an_empty_sweep_is_shown_with_its_title_on_one_line(tmp_path, db_url):
     proc = cli("show", "--sweep", sid, db=db_url, columns=80)
     assert proc.returncode == 0, proc.stderr
     assert f"sweep {sid}: 0 runs, mean [95% CI] over seeds (no run of it is stored yet)" in proc.stdout
+
+
+# ----- forks that say what ran ------------------------------------------------------------------------------
+FORK_SETS = {"commons": ["months=4"], "donor": ["agents=4", "rounds=2", "generations=2"],
+             "market": ["customers_n=4", "businesses_n=6", "max_steps=4"], "social": ["agents=30", "ticks=4"]}
+
+
+def _other_value(info, value):
+    """A different value the field's type allows (None when there is no obvious one)."""
+    import typing
+
+    kind = info.annotation
+    args = typing.get_args(kind)
+    if kind is bool:
+        return not value
+    if typing.get_origin(kind) is typing.Literal:
+        return next((a for a in args if a != value), None)
+    if kind in (int, float) and isinstance(value, (int, float)):
+        hi = next((m.le for m in info.metadata if getattr(m, "le", None) is not None), None)
+        step = 1 if kind is int else 0.5
+        new = value + step if hi is None or value + step <= hi else value - step
+        return kind(new)
+    if kind is str and isinstance(value, str):
+        return value + " (changed)"
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(FORK_SETS))
+def test_a_fork_takes_exactly_the_fields_its_scenario_reads_as_it_runs(name, store):
+    """Every field a fork may change (the scenario's fork_fields, the reward layer's, the horizon) runs; every other
+    field is refused before a row is written."""
+    from scenarios import REGISTRY
+    from sim.runner.config import build_spec
+    from sim.runner.execution import execute
+    from sim.runner.resume import fork_fields, fork_run
+
+    cls = REGISTRY[name]
+    parent = execute(build_spec(name, seed=2, sets=FORK_SETS[name]), store)
+    may = fork_fields(cls)
+    for field, info in cls.Config.model_fields.items():
+        new = _other_value(info, parent_value := store.get_run(parent.run_id).spec["config"][field])
+        if new is None or field == "population":
+            continue
+        runs_before = len(store.list_runs())
+        try:
+            fork = fork_run(store, parent.run_id, 1, [f"{field}={json.dumps(new)}"])
+        except UsageError as exc:
+            if field in may:
+                assert "cannot change mid-run" not in str(exc), (field, str(exc))
+            else:
+                assert "cannot change mid-run" in str(exc) or "bad" in str(exc), (field, str(exc))
+            assert len(store.list_runs()) == runs_before, f"{field}: a refused fork wrote a row"
+            continue
+        assert field in may, f"{name}: a fork changed {field} ({parent_value!r} -> {new!r}), which it cannot take"
+        assert fork.status in ("finished", "collapsed", "stopped"), (field, fork.status, fork.reason)
+        assert store.get_run(fork.run_id).spec["config"][field] == new
+
+
+# ----- data files -------------------------------------------------------------------------------------------------
+MAGENTIC = ROOT.parent / "shared" / "data" / "magentic" / "mexican_10_30"
+
+
+def _edges(path: Path, n: int = 20, seed: int = 1) -> None:
+    import random
+
+    r = random.Random(seed)
+    path.write_text("".join(f"{a} {b}\n" for a, b in ((r.randrange(n), r.randrange(n)) for _ in range(60)) if a != b))
+
+
+def test_a_relative_data_path_is_stored_absolute_and_replays_from_anywhere(tmp_path):
+    """`--set graph=g.edges` in one folder; replay from another folder matches."""
+    work = tmp_path / "work"
+    work.mkdir()
+    _edges(work / "g.edges")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    proc = subprocess.run([sys.executable, "-m", "sim.cli", "run", "social", "--set", "graph=g.edges", "--set",
+                           "agents=20", "--ticks", "3", "--json", "--db", db], cwd=work, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout)["run_id"]
+    shown = cli_json("show", run_id, db=db)
+    assert shown["config"]["graph"] == str(work / "g.edges")
+    assert shown["versions"]["data"]["graph"]["path"] == str(work / "g.edges")
+    assert cli_json("replay", run_id, db=db)["matched"]  # (the CLI runs from the checkout, not from work/)
+
+
+def test_data_changed_since_the_run_is_said_by_replay_resume_and_fork(tmp_path):
+    _edges(tmp_path / "g.edges")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    run_id = cli_json("run", "social", "--set", f"graph={tmp_path / 'g.edges'}", "--set", "agents=20", "--ticks", "3",
+                      db=db)["run_id"]
+    with (tmp_path / "g.edges").open("a") as f:
+        f.write("1 2\n")
+    replayed = cli("replay", run_id, "--json", db=db)
+    assert replayed.returncode == 1
+    report = json.loads(replayed.stdout)
+    assert not report["matched"] and "changed since the run" in report["mismatches"][0]["what"]
+    runs = len(cli_json("list", db=db))
+    one_line_error(cli("fork", run_id, "--at", "1", "--set", "recommender=random", db=db), "changed since the run")
+    assert len(cli_json("list", db=db)) == runs
+
+
+@pytest.mark.skipif(not MAGENTIC.is_dir(), reason="needs ../shared/data/magentic beside the checkout")
+@pytest.mark.parametrize("damage,says", [
+    (lambda f: f.write_bytes(bytes(range(256)) * 4), "not UTF-8 text"),
+    (lambda f: f.write_text(f.read_text().replace("amenity_features:", "amenity_features:\n  Jetpack Parking: true", 1)),
+     "names unknown amenity 'Jetpack Parking'"),
+])
+def test_a_damaged_market_file_is_named(tmp_path, db_url, damage, says):
+    market = tmp_path / "mk"
+    shutil.copytree(MAGENTIC, market)
+    damage(sorted((market / "businesses").glob("*.yaml"))[3])
+    one_line_error(cli("run", "market", "--set", f"market={market}", db=db_url), says)
+
+
+def test_a_binary_edge_list_is_named(tmp_path, db_url):
+    (tmp_path / "g.edges").write_bytes(bytes(range(256)) * 4)
+    one_line_error(cli("run", "social", "--set", f"graph={tmp_path / 'g.edges'}", db=db_url), "g.edges' is not UTF-8")
+
+
+def test_more_manipulative_businesses_than_businesses_is_bad_input(db_url):
+    one_line_error(cli("run", "market", "--set", "manipulative_n=50", db=db_url), "more than the market's 30 businesses")

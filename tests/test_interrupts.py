@@ -1,4 +1,4 @@
-"""Stop signals are held while the store writes and raised at once elsewhere (sim.interrupts)."""
+"""Stop signals are held while the store writes and raised at once elsewhere (sim.core.interrupts)."""
 
 from __future__ import annotations
 

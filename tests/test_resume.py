@@ -155,7 +155,7 @@ def test_fork_copies_the_parent_up_to_the_branch_then_diverges(store):
 def test_fork_refuses_fields_that_cannot_change_mid_run(store):
     """Changing the number of agents (or the tick range) in a fork is refused with a clear message."""
     parent = execute(build_spec("commons", ticks=4), store)
-    with pytest.raises(UsageError, match="'fishers' cannot change mid-run.*may change in a fork: .*sanctions"):
+    with pytest.raises(UsageError, match="'fishers' cannot change mid-run.*may change in a fork of commons: .*sanctions"):
         fork_run(store, parent.run_id, 2, ["fishers=7"])
     with pytest.raises(UsageError, match="'--at': 9; run .* has committed ticks 1..4"):
         fork_run(store, parent.run_id, 9, ["sanctions=true"])

@@ -1,4 +1,4 @@
-"""Per-decision randomness (sim.rng), its versions, and the engine's fast agent loops (Roster, paused GC)."""
+"""Per-decision randomness (sim.core.rng), its versions, and the engine's fast agent loops (Roster, paused GC)."""
 
 import gc
 import random

@@ -278,7 +278,7 @@ def test_moltbook_config_runs_and_compares_with_the_published_values(store):
     rows = comparison_rows("social", r.metrics)
     assert {row["metric"] for row in rows} == set(SocialModel.reference)
     dup = next(row for row in rows if row["metric"] == "duplicate_share")
-    assert dup["published"] == 0.341 and dup["run"] == r.metrics["duplicate_share"]
+    assert dup["published"] == 0.341 and dup["value"] == r.metrics["duplicate_share"]
     assert math.isfinite(dup["difference"])
 
 

@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sim.runner",),
     ("analysis",),
     # the faces: the public API (`import sim`, and the modules scenario files import), the CLI, the conformance kit
-    ("sim", "sim.api", "sim.cli", "sim.testing", "sim.model", "sim.spaces", "sim.errors"),
+    ("sim", "sim.api", "sim.cli", "sim.testing", "sim.model", "sim.spaces", "sim.errors", "sim.contracts"),
     ("app_pages",),
     ("app",),
 ]
@@ -205,8 +205,9 @@ def test_no_private_name_crosses_a_module():
 
 
 def test_the_public_faces_are_imported_by_no_library_module():
-    """sim.model, sim.spaces and sim.errors re-export for scenario files and scripts; the library uses the layers."""
-    faces = {"sim.model", "sim.spaces", "sim.errors", "sim.api", "sim"}
+    """sim.model, sim.spaces, sim.errors and sim.contracts re-export for scenario files and scripts; the library
+    uses the layers."""
+    faces = {"sim.model", "sim.spaces", "sim.errors", "sim.contracts", "sim.api", "sim"}
     found = [f"{m} imports {t}" for m in MODULES if m not in faces and not m.startswith(("app", "sim.cli", "sim.testing"))
              for t, *_ in imports(m) if t in faces]
     assert found == []

@@ -109,8 +109,10 @@ class CommonsModel(SocietyModel):
     horizon_field = "months"
     strategies = STRATEGIES
     default_strategy = "sustainable"
-    #: set when the fishers are created: a fork may not change them mid-run
-    fixed_fields = frozenset({"fishers", "strategy"})
+    #: read as the months go (fishers, strategy, disposition and start_fraction shape the world at its start)
+    fork_fields = frozenset({"capacity", "collapse_below", "regrowth", "catch", "talk", "sanctions", "sanction_cost",
+                             "sanction_fine", "social_learning", "norm_formation", "vote_every", "vote_rule",
+                             "sanction_growth", "monitoring_cost"})
     config: CommonsConfig
 
     def setup(self) -> None:

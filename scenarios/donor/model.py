@@ -108,6 +108,9 @@ class DonorModel(SocietyModel):
     horizon_field = "total_rounds"
     strategies = STRATEGIES
     default_strategy = "fixed"
+    #: read as the rounds go (agents, rounds, the first generation's strategy and parameters, and the
+    #: reputation trace's depth shape the players and their clock at the start)
+    fork_fields = frozenset({"generations", "endowment", "multiplier", "punishment", "punish_multiplier", "mutation"})
     config: DonorConfig
 
     def setup(self) -> None:

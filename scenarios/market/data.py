@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -140,7 +141,11 @@ def _bad(path: Path, fld: str, problem: str) -> MarketError:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.load(path.read_text(), Loader=_Loader)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except UnicodeDecodeError:
+        raise MarketError(f"malformed market file {str(path)!r}: not UTF-8 text (binary, or another encoding)") from None
+    except OSError as exc:
+        raise MarketError(f"cannot read market file {str(path)!r}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise MarketError(f"malformed market file {str(path)!r}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
@@ -205,7 +210,8 @@ def parse_business(path: Path, data: dict) -> Business:
 
 
 def check_market(customers: list[tuple[Path, Customer]], businesses: list[tuple[Path, Business]], where: str) -> None:
-    """Cross-file checks: non-empty sides, unique ids, every required amenity known to some business."""
+    """Cross-file checks: non-empty sides, unique ids, one set of amenities that every business rates, and every
+    customer's required amenity among them."""
     if not customers:
         raise MarketError(f"market {where!r} has no customers (customers/*.yaml)")
     if not businesses:
@@ -216,7 +222,14 @@ def check_market(customers: list[tuple[Path, Customer]], businesses: list[tuple[
             if x.id in seen:
                 raise _bad(path, "id", f"duplicates {x.id!r} of {str(seen[x.id])!r}")
             seen[x.id] = path
-    known = {a for _, b in businesses for a in b.amenities}
+    # the market's amenities: those most businesses rate (every business rates each of them true or false)
+    sets = Counter(frozenset(b.amenities) for _, b in businesses)
+    known = set(max(sets, key=lambda k: (sets[k], sorted(k))))
+    for path, b in businesses:
+        if set(b.amenities) != known:
+            odd, missing = sorted(set(b.amenities) - known), sorted(known - set(b.amenities))
+            what = f"names unknown amenity {odd[0]!r}" if odd else f"does not rate amenity {missing[0]!r}"
+            raise _bad(path, "amenity_features", f"{what}; the market's businesses rate: {', '.join(sorted(known))}")
     for path, c in customers:
         for a in c.amenities:
             if a not in known:
@@ -233,7 +246,9 @@ def _load(folder: str, stamp: float) -> Market:
     bpath = base / "baseline_utilities.json"
     if bpath.is_file():
         try:
-            baselines = json.loads(bpath.read_text())
+            baselines = json.loads(bpath.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise MarketError(f"malformed market file {str(bpath)!r}: not UTF-8 text") from None
         except json.JSONDecodeError as exc:
             raise MarketError(f"malformed market file {str(bpath)!r}: not valid JSON ({exc.msg})") from None
     competitive = "competitive_description" in base.parts

@@ -25,7 +25,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import Field, model_validator
 
@@ -55,6 +55,8 @@ SearchAlgorithm = Literal[ALGORITHMS]  # type: ignore[valid-type]
 class MarketConfig(ScenarioConfig):
     """Config of the market; every field can be set with `--set key=value`."""
 
+    path_fields: ClassVar[tuple[str, ...]] = ("market", "data_dir")
+
     market: str = Field(
         mdata.SYNTHETIC, description="`synthetic`, a market name under data_dir (e.g. mexican_10_30) or a folder path")
     data_dir: Optional[str] = Field(
@@ -78,6 +80,10 @@ class MarketConfig(ScenarioConfig):
         "both", description="with --policy llm: which side the LLM plays (the other is scripted)")
     baseline_draws: int = Field(200, ge=1, le=100_000, description="seeded draws for the median random-match baselines")
 
+    def data_paths(self) -> dict[str, Path]:
+        folder = mdata.resolve(self.market, self.data_dir)
+        return {} if folder is None else {"market": folder}
+
     @model_validator(mode="after")
     def _check(self) -> "MarketConfig":
         if self.population is not None:
@@ -85,8 +91,9 @@ class MarketConfig(ScenarioConfig):
         if self.data_dir is not None and not Path(self.data_dir).expanduser().is_dir():
             raise ValueError(f"data_dir {self.data_dir!r} is not a folder")
         folder = mdata.resolve(self.market, self.data_dir)  # unknown names and malformed files fail here
-        if folder is not None:
-            mdata.load_market(folder)
+        businesses = self.businesses_n if folder is None else len(mdata.load_market(folder).businesses)
+        if self.manipulative_n > businesses:
+            raise ValueError(f"manipulative_n ({self.manipulative_n}) is more than the market's {businesses} businesses")
         return self
 
 
@@ -154,6 +161,8 @@ class MarketModel(SocietyModel):
     horizon_field = "max_steps"
     strategies = STRATEGIES
     default_strategy = "optimal"
+    #: read as the ticks go (the market, its customers, businesses, roles and latencies are built at the start)
+    fork_fields = frozenset({"search", "bandwidth", "baseline_draws"})
     config: MarketConfig
 
     # ----- setup ------------------------------------------------------------------------------

@@ -28,7 +28,13 @@ MAX_COMPLETE = 3000  # n(n-1) edges: a complete follow graph beyond this is refu
 def read_edgelist(path: str | Path) -> list[tuple[str, str]]:
     """The (follower, followee) label pairs of an edge-list file; ValueError naming the bad line."""
     pairs = []
-    for no, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"edge-list {str(path)!r} is not UTF-8 text (binary, or another encoding)") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read edge-list {str(path)!r}: {exc.strerror}") from None
+    for no, line in enumerate(text.splitlines(), start=1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue

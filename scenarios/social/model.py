@@ -50,6 +50,7 @@ class SocialConfig(ScenarioConfig):
     """Config of the community; every field can be set with `--set key=value`."""
 
     count_field: ClassVar[str] = "agents"
+    path_fields: ClassVar[tuple[str, ...]] = ("graph",)
 
     agents: int = Field(200, ge=2, le=1_000_000, description="number of members")
     ticks: int = Field(50, ge=1, le=100_000, description="ticks to run")
@@ -86,6 +87,9 @@ class SocialConfig(ScenarioConfig):
     metric_sample: int = Field(500, ge=10, le=1_000_000, description="nodes sampled for the clustering coefficient")
     path_sources: int = Field(16, ge=1, le=10_000, description="breadth-first-search sources sampled for the mean shortest path")
     cluster_gap: float = Field(0.05, gt=0.0, le=1.0, description="opinion clusters: sorted opinions further apart than this split")
+
+    def data_paths(self) -> dict[str, Path]:
+        return {} if self.graph in GENERATED else {"graph": Path(self.graph)}
 
     @model_validator(mode="after")
     def _check(self) -> "SocialConfig":
@@ -130,6 +134,11 @@ class SocialModel(SocietyModel):
     horizon_field = "ticks"
     strategies = STRATEGIES
     default_strategy = "engaged"
+    #: read as the ticks go (members, the graph, forums, interests, activity and strategies are built at the start)
+    fork_fields = frozenset({"recommender", "feed_size", "feed_window", "max_candidates", "hot_decay", "opinion_model",
+                             "epsilon", "mu", "like_minded", "topic", "post_rate", "reward_sensitivity", "upvote_value",
+                             "downvote_value", "reply_value", "reply_bonus", "show_reward", "text_tokens", "metric_every",
+                             "metric_sample", "path_sources", "cluster_gap"})
     config: SocialConfig
 
     #: published values for a real network of AI agents, shown beside a run's (see analysis/reference.py)

@@ -4,11 +4,11 @@
     sweeping  sweep, sweep-status        admin     db upgrade
 """
 
-# each module registers its commands, in the order `societas --help` lists them
-from sim.cli import running  # noqa: F401,I001
-from sim.cli import reading  # noqa: F401
-from sim.cli import sweeping  # noqa: F401
-from sim.cli import admin  # noqa: F401
+from sim.cli import admin, reading, running, sweeping  # noqa: F401 - each module registers its commands
 from sim.cli.app import app, fit_widths, main
+
+#: the order `societas --help` lists the commands in (the store's `db` group comes last)
+ORDER = ("run", "list", "show", "export", "replay", "scenarios", "resume", "fork", "sweep", "sweep-status", "app")
+app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__name__))
 
 __all__ = ["app", "main", "fit_widths"]

@@ -120,7 +120,7 @@ def show(
         for col in ("metric", "this run", "published", "source"):
             ref.add_column(col, overflow="fold")
         for row in summary["reference"]:
-            ref.add_row(row["metric"], fmt(row["run"]), fmt(row["published"]), row["source"])
+            ref.add_row(row["metric"], fmt(row["value"]), fmt(row["published"]), row["source"])
         out.print(ref)
     out.print(f"fallback decisions: {summary['fallbacks']}")
     llm = summary["llm"]

@@ -6,6 +6,7 @@ and sweeps. Stands on everything below it: `sim.core`, `sim.reward`, `sim.store`
     from sim.runner import execute, RunFailed    # what scripts have long imported from here
 """
 
-from sim.runner.execution import RunFailed, RunInterrupted, RunResult, execute
+from sim.runner.backends import make_backends
+from sim.runner.execution import Progress, RunFailed, RunInterrupted, RunResult, execute, horizon, versions
 
-__all__ = ["execute", "RunFailed", "RunInterrupted", "RunResult"]
+__all__ = ["execute", "RunFailed", "RunInterrupted", "RunResult", "make_backends", "horizon", "versions", "Progress"]

@@ -19,6 +19,7 @@ from sim.core.errors import UsageError
 from sim.core.profiles import CONTRACT
 from sim.core.refs import absolute, is_reference, load_strategy
 from sim.core.spec import LLMSpec, RunSpec, policies_used
+from sim.runner.data import absolute_paths
 from sim.tick.model import SocietyModel
 
 RESERVED = ("scenario", "seed", "policy", "llm", "ticks")
@@ -193,10 +194,14 @@ def build_spec(
     given = scenario if isinstance(scenario, str) else None
     scenario = reference_of(scenario)
     cls = get_scenario(scenario)
-    data = absolute_refs(load_yaml(config_file), Path(config_file).parent) if config_file else {}
-    data = deep_merge(data, absolute_refs(parse_sets(sets)))
+    if config_file:
+        folder = Path(config_file).parent
+        data = absolute_paths(cls, absolute_refs(load_yaml(config_file), folder), folder)
+    else:
+        data = {}
+    data = deep_merge(data, absolute_paths(cls, absolute_refs(parse_sets(sets))))
     if overrides:
-        data = deep_merge(data, absolute_refs(dict(overrides)))
+        data = deep_merge(data, absolute_paths(cls, absolute_refs(dict(overrides))))
     if llm is not None and not isinstance(llm, typing.Mapping):
         raise UsageError(f"bad value for 'llm': must be a mapping of llm settings (e.g. {{'temperature': 0}}), got {cut(llm)}")
     if llm:
@@ -264,19 +269,23 @@ def check_population(cls: type[SocietyModel], config: Any, policy: str) -> None:
     population = config.population
     strategies = sorted(cls.strategies)
     named = [("population.strategy", g.strategy) for g in population or () if g.strategy is not None]
-    own = getattr(config, "strategy", None)
+    own = getattr(config, "strategy", cls.default_strategy)  # what agents without a group strategy play
+    field = "strategy" if "strategy" in type(config).model_fields else f"{cls.name or cls.__qualname__}.default_strategy"
     if isinstance(own, str):
         takers = [g for g in population or () if g.strategy is None] if population else None
         scripted = (any((g.policy or policy) == "scripted" for g in takers) if takers is not None
                     else policy == "scripted")
         if is_reference(own) or scripted:
-            named.append(("strategy", own))
+            named.append((field, own))
     for field, strategy in named:
         if is_reference(strategy):
             try:
                 load_strategy(strategy)
             except UsageError as exc:
                 raise UsageError(f"bad value for {field!r}: {exc}") from None
+        elif not strategies:
+            raise UsageError(f"{cls.name or cls.__qualname__} has no scripted strategies, so it has no scripted agents: "
+                             "run it with --policy llm (or give the class `strategies`)")
         elif strategy not in strategies:
             raise UsageError(f"bad value for {field!r}: {strategy!r}; valid: {', '.join(strategies)}, "
                              "or a reference module:function or path/to/file.py:function")

@@ -23,6 +23,7 @@ from sim.core.records import TickRecord
 from sim.core.spec import RunSpec
 from sim.runner.backends import make_backends
 from sim.runner.config import validate_config
+from sim.runner.data import DATA_KEY, data_fingerprints
 from sim.runner.plans import FreshRun, RunPlan
 from sim.store.store import Store
 from sim.tick.broker import DecisionBroker
@@ -71,9 +72,9 @@ class RunResult:
                 "ticks": self.ticks, "fallbacks": self.fallbacks, "metrics": self.metrics}
 
 
-def versions() -> dict[str, str]:
+def versions() -> dict[str, Any]:
     """Package versions recorded with every run."""
-    out = {"python": platform.python_version()}
+    out: dict[str, Any] = {"python": platform.python_version()}
     for name in ("societas", "mesa", "sqlmodel", "torch", "transformers", "langchain-core"):
         try:
             out[name] = md.version(name)
@@ -100,8 +101,13 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
     config = validate_config(cls.Config, spec.config)  # a spec built by hand is checked as a config file is
     # built before the run row: a chat model that cannot be imported or built is bad input, not a failed run
     backends = dict(backends) if backends is not None else make_backends(spec, cls, store)
+    broker = DecisionBroker(backends)  # refuses a backend that does not implement the protocol: nothing stored
     used = "+".join(sorted(p for p in backends if p in spec.policies()))
-    run_id = plan.open(store, spec, versions(), used)
+    made_with = versions()
+    data = data_fingerprints(config)
+    if data:  # the data files it reads: replay, resume and fork check they are unchanged
+        made_with[DATA_KEY] = data
+    run_id = plan.open(store, spec, made_with, used)
     started = time.perf_counter()
     total = horizon(spec, cls)
     model: Optional[SocietyModel] = None
@@ -121,7 +127,7 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
                 if progress is not None:
                     progress(record.tick, total, record)
 
-            model = cls(plan.first_config(config), seed=spec.seed, broker=DecisionBroker(backends), policy=spec.policy,
+            model = cls(plan.first_config(config), seed=spec.seed, broker=broker, policy=spec.policy,
                         on_tick=commit, contract=spec.contract)
             plan.attach(model)
             last = total if stop_after is None else min(total, stop_after)

@@ -33,8 +33,11 @@ Schedule = Sequence[tuple[int, dict[str, Any]]]
 
 
 def config_schedule(store: Store, run: Run) -> list[tuple[int, dict[str, Any]]]:
-    """The configs `run` used: [(0, first config), (branch tick, config after it), ...] along its fork lineage."""
+    """The configs `run` used: [(0, first config), (branch tick, config after it), ...] along its fork lineage
+    (a replay ran under the schedule of the run it replayed)."""
     config = run.spec["config"]
+    if run.origin == "replay" and run.parent_id is not None:
+        return config_schedule(store, store.get_run(run.parent_id))
     if run.origin != "fork" or run.parent_id is None:
         return [(0, config)]
     parent = store.get_run(run.parent_id)

@@ -9,6 +9,8 @@ from scenarios.registry import get_scenario
 from sim.core.backend import Backend, ReplayMode
 from sim.core.spec import RunSpec
 from sim.runner.backends import make_backends
+from sim.runner.config import validate_config
+from sim.runner.data import DATA_KEY, changed_data
 from sim.runner.plans import FreshRun, config_schedule
 from sim.runner.execution import RunFailed, execute
 from sim.store.snapshots import diff_ticks
@@ -33,8 +35,13 @@ def replay_run(store: Store, run_id: str, *, backends: Optional[Mapping[str, Bac
     if not finished and original.ticks == 0:
         return {"run_id": run_id, "replay_run_id": None, "ticks": 0, "matched": True, "mismatches": [],
                 "incomplete": incomplete}
+    cls = get_scenario(spec.scenario)
+    changed = changed_data((original.versions or {}).get(DATA_KEY), validate_config(cls.Config, original.spec["config"]))
+    if changed:  # it could not be faithful: said, not run
+        return {"run_id": run_id, "replay_run_id": None, "ticks": original.ticks, "matched": False,
+                "mismatches": [{"tick": 0, "what": changed}], "incomplete": incomplete}
     if backends is None:
-        backends = make_backends(spec, get_scenario(spec.scenario), store, replay=ReplayMode())
+        backends = make_backends(spec, cls, store, replay=ReplayMode())
     try:
         plan = FreshRun(origin="replay", parent_id=run_id, schedule=config_schedule(store, original))
         result = execute(spec, store, plan, backends=backends, stop_after=None if finished else original.ticks)

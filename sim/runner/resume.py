@@ -18,6 +18,7 @@ from sim.core.errors import UsageError
 from sim.core.spec import RunSpec
 from sim.runner.backends import make_backends
 from sim.runner.config import RESERVED, deep_merge, parse_sets, validate_config
+from sim.runner.data import DATA_KEY, check_data
 from sim.runner.plans import Continuation, Schedule, config_schedule
 from sim.runner.execution import Progress, RunResult, execute, horizon
 from sim.store.liveness import owner_alive
@@ -25,13 +26,13 @@ from sim.store.store import Store
 from sim.store.tables import Run
 from sim.tick.model import SocietyModel
 
-#: fields of every scenario that shape the world or the agents built at tick 0: a fork cannot change them
-FIXED_BASE_FIELDS = frozenset({"population", "memory_window", "memory_summary_chars"})
+#: fields of every scenario a fork may change: the reward layer is rebuilt from them after the branch tick
+BASE_FORK_FIELDS = frozenset({"reward_mode", "lam", "feedback"})
 
 
-def fixed_fields(cls: type[SocietyModel]) -> frozenset[str]:
-    """Config fields that may not change mid-run: the base's and the scenario's `fixed_fields`."""
-    return FIXED_BASE_FIELDS | frozenset(getattr(cls, "fixed_fields", ()))
+def fork_fields(cls: type[SocietyModel]) -> frozenset[str]:
+    """Config fields a fork may change mid-run: the reward layer's, the horizon, and the scenario's `fork_fields`."""
+    return BASE_FORK_FIELDS | {cls.horizon_field} | frozenset(cls.fork_fields)
 
 
 # ----- resume ------------------------------------------------------------------------------------------------
@@ -55,12 +56,14 @@ def resume_run(store: Store, run_id: str, *, force: bool = False, progress: Opti
     if why and not (force and run.status == "running"):
         raise UsageError(why)
     spec = RunSpec.model_validate(run.spec)
+    cls = get_scenario(spec.scenario)
+    check_data((run.versions or {}).get(DATA_KEY), validate_config(cls.Config, run.spec["config"]))
     count, last = store.tick_range(run.id)
     if count != last or last != run.ticks:
         raise UsageError(f"run {run.id}'s stored ticks are not 1..{run.ticks} (found {count} up to {last}); "
                          "it cannot be resumed")
     replay = ReplayMode()
-    backends = make_backends(spec, get_scenario(spec.scenario), store, replay=replay, llm_factory=llm_factory)
+    backends = make_backends(spec, cls, store, replay=replay, llm_factory=llm_factory)
     plan = Continuation(schedule=config_schedule(store, run), replay_until=run.ticks, source_id=run.id, replay=replay,
                         run=run)
     return execute(spec, store, plan, backends=backends, progress=progress)
@@ -77,12 +80,11 @@ def fork_spec(store: Store, parent: Run, at: int, sets: list[str]) -> tuple[RunS
             raise UsageError(f"--set {key}: a fork keeps its parent's {key}; only config fields may change")
     config = validate_config(cls.Config, deep_merge(spec.config, changes)).model_dump(mode="json")
     changed = sorted(k for k in config if config[k] != spec.config.get(k))
-    fixed = fixed_fields(cls)
-    refused = [k for k in changed if k in fixed]
+    may = fork_fields(cls)
+    refused = [k for k in changed if k not in may]
     if refused:
-        may = ", ".join(sorted(k for k in cls.Config.model_fields if k not in fixed))
         raise UsageError(f"field {refused[0]!r} cannot change mid-run (it shapes the world or the agents built at the "
-                         f"start); fields that may change in a fork: {may}")
+                         f"start); fields that may change in a fork of {cls.name or cls.__qualname__}: {', '.join(sorted(may))}")
     if not 0 <= at <= parent.ticks:
         raise UsageError(f"bad value for '--at': {at}; run {parent.id} has committed ticks 1..{parent.ticks} (use 0..{parent.ticks})")
     if parent.status == "collapsed" and at == parent.ticks:
@@ -98,8 +100,10 @@ def fork_run(store: Store, parent_id: str, at: int, sets: list[str], *, progress
     """A new run identical to `parent_id` up to tick `at` (replayed, checked, copied), then under the changed config."""
     parent = store.get_run(parent_id)
     spec, schedule = fork_spec(store, parent, at, sets)
+    cls = get_scenario(spec.scenario)
+    check_data((parent.versions or {}).get(DATA_KEY), validate_config(cls.Config, parent.spec["config"]))
     replay = ReplayMode()
-    backends = make_backends(spec, get_scenario(spec.scenario), store, replay=replay)
+    backends = make_backends(spec, cls, store, replay=replay)
     plan = Continuation(schedule=schedule, replay_until=at, source_id=parent.id, replay=replay, fork_of=parent,
                         branch_tick=at)
     return execute(spec, store, plan, backends=backends, progress=progress)

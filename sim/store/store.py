@@ -31,7 +31,7 @@ from sim.store.tables import RUN_STATUSES, AgentStep, EventRow, LLMCall, Run, Sw
 
 
 def _shield_methods(cls: type) -> type:
-    """Every public method of `cls` runs shielded from stop signals (sim.interrupts): a Ctrl-C
+    """Every public method of `cls` runs shielded from stop signals (sim.core.interrupts): a Ctrl-C
     that lands inside SQLAlchemy would otherwise leave the engine's pool locked."""
     for name, fn in list(vars(cls).items()):
         if callable(fn) and not name.startswith("_"):

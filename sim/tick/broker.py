@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 from sim.core.backend import Backend, fallback_decision
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
+from sim.core.errors import UsageError
 from sim.core.spaces import SpaceError
 
 
@@ -23,8 +24,9 @@ class DecisionBroker:
     def __init__(self, backends: Mapping[str, Backend]) -> None:
         for name, backend in backends.items():
             if not isinstance(backend, Backend):
-                raise TypeError(f"backend {name!r} ({type(backend).__name__}) does not implement sim.core.backend.Backend "
-                                "(name, decide_batch, decide_columns, bind, drain_calls): subclass Backend")
+                missing = [m for m in ("name", "decide_batch", "decide_columns", "bind", "drain_calls") if m not in dir(backend)]
+                raise UsageError(f"backend {name!r} ({type(backend).__name__}) does not implement sim.core.backend.Backend "
+                                 f"(it lacks {', '.join(missing)}): subclass Backend, which declares the optional hooks")
         self.backends = dict(backends)
 
     def decide(self, requests: Sequence[DecisionRequest]) -> dict[int, Decision]:

@@ -7,6 +7,7 @@ population's counts add up to the scenario's `count_field`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -54,6 +55,14 @@ class ScenarioConfig(BaseModel):
     #: the field that says how many agents a run has: a `population`'s counts must add up to it (None: the
     #: scenario sizes its agents some other way, and checks a `population` itself)
     count_field: ClassVar[Optional[str]] = None
+    #: fields that may name a file or folder: a relative path is stored absolute (from the config file's folder,
+    #: else the current one), so that a stored run reads the same data from anywhere
+    path_fields: ClassVar[tuple[str, ...]] = ()
+
+    def data_paths(self) -> dict[str, Path]:
+        """The files and folders this config makes a run read, by field (none by default); the run records a
+        fingerprint of each, and replay, resume and fork refuse data that changed since."""
+        return {}
 
     @model_validator(mode="after")
     def _population_adds_up(self) -> "ScenarioConfig":

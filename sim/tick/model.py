@@ -19,6 +19,7 @@ from agents.base import SocietyAgent
 from agents.memory import Memory
 from agents.scripted import Strategy
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, Event, RequestBatch, values_by_agent
+from sim.core.errors import UsageError
 from sim.core.profiles import CONTRACT, profile
 from sim.core.records import StepColumns, TickRecord
 from sim.core.refs import is_reference, load_strategy
@@ -49,6 +50,10 @@ class SocietyModel(mesa.Model):
     tick_metric_docs: ClassVar[Mapping[str, str]] = {}
     #: the run's final summary (`runs.final_metrics`, `--json`): name -> what it is over the whole run
     final_metric_docs: ClassVar[Mapping[str, str]] = {}
+    #: config fields a fork may change mid-run: those the model reads as it goes (each tick, each game), not
+    #: only when it builds the world. The reward layer's (reward_mode, lam, feedback) and the horizon always
+    #: may; a fork that changes any other field is refused before it is stored
+    fork_fields: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,
@@ -185,19 +190,20 @@ class SocietyModel(mesa.Model):
 
         A group without a policy plays the run's `policy`; without a strategy, `strategy` (default: the
         config's `strategy` field, else the class's `default_strategy`); without a persona, `persona`.
-        Raises ValueError when the counts do not add up to n, or a scripted agent's strategy is unknown.
+        Raises UsageError (bad input: the run is not stored) when the counts do not add up to n, or a scripted
+        agent's strategy is unknown.
         """
         default_strategy = strategy or getattr(self.config, "strategy", self.default_strategy)
         groups = self.config.population or [PopulationGroup(count=n)]
         total = sum(g.count for g in groups)
         if total != n:
-            raise ValueError(f"population counts add up to {total}, but the scenario has {n} agents")
+            raise UsageError(f"population counts add up to {total}, but the scenario has {n} agents")
         plan = []
         for g in groups:
             role = (g.policy or self.policy, g.strategy or default_strategy, g.persona or persona)
             if role[0] == "scripted" and role[1] not in self.strategies:
-                raise ValueError(f"unknown {self.name or type(self).__name__} strategy {role[1]!r}; "
-                                 f"valid: {sorted(self.strategies)}")
+                raise UsageError(f"unknown {self.name or type(self).__name__} strategy {role[1]!r} for scripted agents; "
+                                 f"valid: {', '.join(sorted(self.strategies)) or 'none (the scenario has no strategies)'}")
             plan.extend([role] * g.count)
         return plan
 

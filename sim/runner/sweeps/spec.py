@@ -29,6 +29,7 @@ from sim.core.errors import UsageError
 from sim.core.profiles import CONTRACT
 from sim.core.spec import LLMSpec, RunSpec
 from sim.runner.backends import preflight
+from sim.runner.data import absolute_paths
 from sim.runner.config import absolute_refs, check_population, cut, deep_merge, describe_error, load_yaml, validate_config
 
 KEYS = ("scenario", "base", "grid", "seeds", "policy", "llm", "ticks")
@@ -84,9 +85,11 @@ def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[P
     policy = data.get("policy", "scripted")
     if policy not in ("scripted", "llm"):
         raise UsageError(f"{where}: bad value for 'policy': {policy!r}; valid: scripted, llm")
-    # strategy and template references in the file are relative to the file, like its scenario
-    base = absolute_refs(base, base_dir)
-    grid = {k: [absolute_refs(_nest({k: v}), base_dir) for v in values] for k, values in grid.items()}
+    # strategy and template references, and data paths, in the file are relative to the file, like its scenario
+    cls = get_scenario(scenario)
+    base = absolute_paths(cls, absolute_refs(base, base_dir), base_dir)
+    grid = {k: [absolute_paths(cls, absolute_refs(_nest({k: v}), base_dir), base_dir) for v in values]
+            for k, values in grid.items()}
     grid = {k: [_get_path(v, k) for v in values] for k, values in grid.items()}
     llm_block = data.get("llm") or {}
     if not isinstance(llm_block, dict):
