@@ -94,14 +94,14 @@ class Memory:
         best = sorted(scored, key=lambda s: (-s[0], -s[1]))[:k]
         return [item for _, _, item in sorted(best, key=lambda s: s[1])]
 
-    def render(self, query: str = "", k: int = 4) -> str:
-        """Memory as prompt text: summary, then the retrieved items."""
+    def render(self, query: str = "", k: int = 4, noun: str = "month") -> str:
+        """Memory as prompt text: summary, then the retrieved items, each dated by `noun` and its tick."""
         lines = []
         if self.summary:
             lines.append(f"Earlier: {self.summary}")
         for item in self.retrieve(query, k):
             who = f" (from agent {item.source})" if item.source is not None else ""
-            lines.append(f"- month {item.tick}{who}: {item.text}")
+            lines.append(f"- {noun} {item.tick}{who}: {item.text}")
         return "\n".join(lines)
 
     def snapshot(self) -> dict[str, Any]:

@@ -97,7 +97,11 @@ def run_cells(cells: Sequence[Cell], seeds: Iterable[int], db: str,
             def tick(t: int, total: int, _record: Any, tag: str = tag) -> None:
                 bar.show(f"{tag} tick {t}/{total}")
 
-            result = sim.run(db=db, seed=seed, progress=tick, **kwargs)  # a failed run raises
+            try:
+                result = sim.run(db=db, seed=seed, progress=tick, **kwargs)  # a failed run raises
+            except sim.UsageError as exc:  # bad input (e.g. the Magentic data is not there): one line, exit 2
+                bar.close()
+                sys.exit(f"error: {exc}")
             rows.append({**labels, "seed": seed, "run_id": result.run_id, "fallbacks": result.fallbacks,
                          **result.metrics, **(extract(result) if extract else {})})
             bar.step(tag)

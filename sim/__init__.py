@@ -27,6 +27,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from sim.api import Result, RunFailed, UsageError, configure, load_run, load_sweep, run, runs, spec
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
 def __getattr__(name: str) -> Any:
     if name in __all__:
         return getattr(importlib.import_module(_FROM.get(name, "sim.api")), name)

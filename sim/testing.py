@@ -65,9 +65,10 @@ class FakeLLM:
 
     model_id = "fake-llm"
 
-    def __init__(self, garbage_every: int = 4) -> None:
+    def __init__(self, garbage_every: int = 4, text: str = "hello") -> None:
         self.garbage_every = garbage_every
-        self.sampling = {"garbage_every": garbage_every}
+        self.text = text  # what it writes where a Text is asked for
+        self.sampling = {"garbage_every": garbage_every, "text": text}
         self.batches: list[int] = []
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
@@ -76,19 +77,19 @@ class FakeLLM:
         for i, r in enumerate(requests):
             rng = random.Random(r.seed)
             bad = self.garbage_every and i % self.garbage_every == 0 and not isinstance(r.space, Text)
-            out.append(Answer(GARBAGE if bad else _sample(r.space, rng), raw="fake"))
+            out.append(Answer(GARBAGE if bad else _sample(r.space, rng, self.text), raw="fake"))
         return out
 
 
-def _sample(space: Any, rng: random.Random) -> Any:
-    """A value inside `space`, drawn from `rng`."""
+def _sample(space: Any, rng: random.Random, text: str) -> Any:
+    """A value inside `space`, drawn from `rng` (`text` for a Text)."""
     if isinstance(space, Choice):
         return rng.choice(space.options)
     if isinstance(space, Number):
         return space.snap(rng.uniform(space.lo, space.hi))
     if isinstance(space, Form):
-        return {k: _sample(sub, rng) for k, sub in space.fields}
-    return "hello"
+        return {k: _sample(sub, rng, text) for k, sub in space.fields}
+    return text
 
 
 def fake_llm_backends(cls: type[SocietyModel], store: Store, llm: Optional[FakeLLM] = None,

@@ -270,7 +270,7 @@ def test_the_built_in_prompt_follows_the_runs_contract(store):
         texts = {b.backend.render([r])[0][-1]["content"] for b in (made, by_hand)}
         assert len(texts) == 1
         ends[spec.contract] = texts.pop().splitlines()[-1]
-    assert ends[4] == "Answer with a number from 0 to 68 in steps of 1."
+    assert new.profile.compact_prompt and ends[new.contract] == "Answer with a number from 0 to 68 in steps of 1."
     assert ends[3] == "Answer with a number from 0 to 68 in steps of 1. Reply with the number only."
 
 

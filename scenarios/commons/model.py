@@ -109,6 +109,7 @@ class CommonsModel(SocietyModel):
     horizon_field = "months"
     strategies = STRATEGIES
     default_strategy = "sustainable"
+    tick_noun = "month"
     #: read as the months go (fishers, strategy, disposition and start_fraction shape the world at its start)
     fork_fields = frozenset({"capacity", "collapse_below", "regrowth", "catch", "talk", "sanctions", "sanction_cost",
                              "sanction_fine", "social_learning", "norm_formation", "vote_every", "vote_rule",
@@ -202,7 +203,7 @@ class CommonsModel(SocietyModel):
         """The shared history as prompt text for `question`, rendered once per phase, not once per fisher."""
         key = f"{self.history.version}:{question}"
         if key not in self._history_text:
-            self._history_text = {key: self.history.render(question)}
+            self._history_text = {key: self.history.render(question, noun=self.memory_noun)}
         return self._history_text[key]
 
     def _context(self, agent: Fisher, obs: Mapping[str, Any], question: str) -> tuple[str, str]:
@@ -216,7 +217,8 @@ class CommonsModel(SocietyModel):
         said = ""
         if self.history is None:  # the others' messages (the situation differs per fisher); with a shared
             # history the month's messages are in it ("The fishers said: ...")
-            said = " ".join(f'fisher {a}: "{m}"' for a, m in self.messages[:MAX_MESSAGES_SHOWN + 1] if a != agent.unique_id)
+            said = " ".join(f"fisher {a}: {self.quoted(m)}" for a, m in self.messages[:MAX_MESSAGES_SHOWN + 1]
+                            if a != agent.unique_id)
         shared = tpl.SITUATION.substitute(
             fishers=obs["fishers"], month=obs["month"], months=c.months,
             stock=f"{self.stock:g}", capacity=f"{c.capacity:g}", regrowth=f"{c.regrowth:g}",
@@ -313,7 +315,7 @@ class CommonsModel(SocietyModel):
             if amount is not None:
                 proposals.append(amount)
                 self.norms.statement(d.agent_id, NORM, {"max_catch": amount}, text)
-        heard = " ".join(f'fisher {a}: "{m}"' for a, m in self.messages[:MAX_MESSAGES_SHOWN])
+        heard = " ".join(f"fisher {a}: {self.quoted(m)}" for a, m in self.messages[:MAX_MESSAGES_SHOWN])
         if heard:
             self._tell("message", f"The fishers said: {heard}")
         if proposals and not self.config.norm_formation:

@@ -108,6 +108,7 @@ class DonorModel(SocietyModel):
     horizon_field = "total_rounds"
     strategies = STRATEGIES
     default_strategy = "fixed"
+    tick_noun = "round"
     #: read as the rounds go (agents, rounds, the first generation's strategy and parameters, and the
     #: reputation trace's depth shape the players and their clock at the start)
     fork_fields = frozenset({"generations", "endowment", "multiplier", "punishment", "punish_multiplier", "mutation"})
@@ -213,8 +214,9 @@ class DonorModel(SocietyModel):
 
     def _rules(self) -> str:
         c = self.config
-        shown = [t[:STRATEGY_CHARS] for t in self.survivor_texts[:MAX_SURVIVOR_STRATEGIES]]
-        survivors = tpl.SURVIVORS.substitute(strategies=" ".join(f'"{t}"' for t in shown)) if shown else ""
+        shown = self.survivor_texts[:MAX_SURVIVOR_STRATEGIES]
+        survivors = tpl.SURVIVORS.substitute(strategies=" ".join(self.quoted(t, STRATEGY_CHARS, legacy=t[:STRATEGY_CHARS])
+                                                                 for t in shown)) if shown else ""
         key = (self.generation, len(shown))
         if getattr(self, "_rules_key", None) != key:
             self._rules_key = key
@@ -261,7 +263,7 @@ class DonorModel(SocietyModel):
         return "".join(parts)
 
     def observe(self, agent: Donor, phase: str) -> Optional[DecisionRequest]:
-        own = tpl.OWN_STRATEGY.substitute(text=agent.strategy_text) if agent.strategy_text else ""
+        own = tpl.OWN_STRATEGY.substitute(text=self.quoted(agent.strategy_text)) if agent.strategy_text else ""
         if phase == "strategy":
             if agent.policy != "llm" or agent.strategy_text is not None:
                 return None

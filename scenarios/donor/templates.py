@@ -16,7 +16,7 @@ SURVIVORS = Template(" The strategies of the players who survived the last gener
 
 # Agent-specific text comes last.
 SELF = Template(" You are player $agent.$strategy")
-OWN_STRATEGY = Template(" Your strategy: \"$text\"")
+OWN_STRATEGY = Template(" Your strategy: $text")  # (quoted by the model: untrusted text)
 ROUND = Template(" It is round $round. You have $resources units. You are the donor and player $recipient, who has "
                  "$recipient_resources units, is the recipient.$trace")
 TRACE_GIVE = Template(" Player $actor gave $percent% of its resources ($amount units) to player $to.")

@@ -40,6 +40,7 @@ from sim.core.rng import derive_seed
 from sim.tick.config import ScenarioConfig
 from sim.tick.model import SocietyModel
 from sim.core.spaces import Choice, Number, Text
+from sim.core.text import one_line
 
 MAX_DESCRIPTION = 600  # characters of a business description quoted in a prompt
 MAX_INQUIRIES_SHOWN = 6  # inquiries quoted in one business prompt
@@ -161,6 +162,7 @@ class MarketModel(SocietyModel):
     horizon_field = "max_steps"
     strategies = STRATEGIES
     default_strategy = "optimal"
+    tick_noun = "round"
     #: read as the ticks go (the market, its customers, businesses, roles and latencies are built at the start)
     fork_fields = frozenset({"search", "bandwidth", "baseline_draws"})
     config: MarketConfig
@@ -251,21 +253,23 @@ class MarketModel(SocietyModel):
     # ----- customers --------------------------------------------------------------------------
     def _customer_text(self, s: Shopper) -> str:
         cu = s.customer
-        items = ", ".join(f"{i} (worth ${v:.2f})" for i, v in cu.items.items())
-        return tpl.CUSTOMER_RULES + "\n" + tpl.CUSTOMER.substitute(request=cu.request.strip(), items=items,
-                                                                   amenities=", ".join(cu.amenities) or "none")
+        items = ", ".join(f"{self.named(i)} (worth ${v:.2f})" for i, v in cu.items.items())
+        request = self.quoted(cu.request) if self.profile.quoted_text else cu.request.strip()
+        return tpl.CUSTOMER_RULES + "\n" + tpl.CUSTOMER.substitute(
+            request=request, items=items, amenities=", ".join(map(self.named, cu.amenities)) or "none")
 
     def _listing(self, n: int, k: int) -> str:
         seller = self.sellers[k]
-        has = [a for a, v in seller.business.amenities.items() if v]
-        return tpl.LISTING.substitute(n=n, name=seller.business.name, description=seller.description[:MAX_DESCRIPTION].strip(),
+        has = [self.named(a) for a, v in seller.business.amenities.items() if v]
+        description = self.quoted(seller.description, MAX_DESCRIPTION, legacy=seller.description[:MAX_DESCRIPTION].strip())
+        return tpl.LISTING.substitute(n=n, name=self.named(seller.business.name), description=description,
                                       amenities=", ".join(has) or "none")
 
     def _observe_message(self, s: Shopper) -> DecisionRequest:
         obs = {"items": list(s.customer.items)}
         context = ""
         if s.policy == "llm":
-            names = ", ".join(self.sellers[k].business.name for k in s.results or [])
+            names = ", ".join(self.named(self.sellers[k].business.name) for k in s.results or [])
             context = f"{self._customer_text(s)}\nYour search found: {names}."
         question = tpl.QUESTIONS["message"].substitute()
         return self.request(s, "message", Text(max_tokens=MESSAGE_TOKENS), inquiry(obs), obs, context, question)
@@ -295,8 +299,8 @@ class MarketModel(SocietyModel):
         if s.policy == "llm":
             lines = []
             for p in s.proposals:
-                items = ", ".join(f"{i} at ${v:.2f}" for i, v in p.items.items())
-                missing = [i for i in s.customer.items if i not in p.items]
+                items = ", ".join(f"{self.named(i)} at ${v:.2f}" for i, v in p.items.items())
+                missing = [self.named(i) for i in s.customer.items if i not in p.items]
                 lines.append(self._listing(p.rank, p.business) + " " + tpl.PROPOSAL.substitute(
                     items=items, total=f"{p.total:.2f}", missing=f" (missing: {', '.join(missing)})" if missing else ""))
             context = f"{self._customer_text(s)}\nProposals received, in order of arrival:\n" + "\n".join(lines)
@@ -348,7 +352,7 @@ class MarketModel(SocietyModel):
         tc["revenue"] += p.total
         self.emit("payment", s.unique_id, seller.unique_id, business=seller.business.id, amount=p.total,
                   utility=s.utility, needs_met=met, arrival_rank=p.rank)
-        s.remember(self.tick, "observation", f"I paid {seller.business.name} ${p.total:.2f}.")
+        s.remember(self.tick, "observation", f"I paid {self.named(seller.business.name)} ${p.total:.2f}.")
         seller.remember(self.tick, "observation", f"A customer paid us ${p.total:.2f}.")
         s.relate(seller.unique_id, 0.2 if met else -0.2)
         if s.policy == "llm" and p.business in self.manipulated:
@@ -384,10 +388,10 @@ class MarketModel(SocietyModel):
             for q in due[:MAX_INQUIRIES_SHOWN]:
                 sold = [i for i in q.customer.customer.items if i in b.business.menu]
                 price = sum(b.business.menu[i] for i in sold)
-                shown.append(tpl.INQUIRY.substitute(items=", ".join(q.customer.customer.items), price=f"{price:.2f}",
-                                                    text=q.text[:300]))
+                shown.append(tpl.INQUIRY.substitute(items=", ".join(map(self.named, q.customer.customer.items)),
+                                                    price=f"{price:.2f}", text=self.quoted(q.text, 300, legacy=q.text[:300])))
             context = tpl.BUSINESS_RULES + "\n" + tpl.BUSINESS.substitute(
-                name=b.business.name, floor=b.floor_pct, messages="\n".join(shown))
+                name=self.named(b.business.name), floor=b.floor_pct, messages="\n".join(shown))
         question = tpl.QUESTIONS["respond"].substitute(floor=b.floor_pct)
         return self.request(b, "respond", Number(b.floor_pct, 100, 1), 100.0, obs, context, question)
 
@@ -423,8 +427,10 @@ class MarketModel(SocietyModel):
         self.totals["proposals"] += len(arrived)
 
     def _label(self, s: Shopper, p: Proposal) -> str:
-        """The proposal's option in the customer's pay choice: the business name, made unique."""
-        name = self.sellers[p.business].business.name.strip() or self.market.businesses[p.business].id
+        """The proposal's option in the customer's pay choice: the business name (on one line, quotes and role markers
+        defused: `one_line`, under profiles with `quoted_text`), made unique."""
+        name = self.sellers[p.business].business.name
+        name = (one_line(name) if self.profile.quoted_text else name.strip()) or self.market.businesses[p.business].id
         taken = {q.option.lower() for q in s.proposals} | {WAIT, LEAVE}
         return name if name.lower() not in taken else f"{name} ({self.market.businesses[p.business].id})"
 

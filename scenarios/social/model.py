@@ -134,6 +134,7 @@ class SocialModel(SocietyModel):
     horizon_field = "ticks"
     strategies = STRATEGIES
     default_strategy = "engaged"
+    tick_noun = "tick"
     #: read as the ticks go (members, the graph, forums, interests, activity and strategies are built at the start)
     fork_fields = frozenset({"recommender", "feed_size", "feed_window", "max_candidates", "hot_decay", "opinion_model",
                              "epsilon", "mu", "like_minded", "topic", "post_rate", "reward_sensitivity", "upvote_value",
@@ -282,9 +283,13 @@ class SocialModel(SocietyModel):
             return DecisionRequest(
                 agent_id=agent.unique_id, tick=self.tick, phase=phase, space=STANCE_SPACE, default="neutral",
                 backend=agent.policy, strategy=agent.strategy,
-                context=tpl.STANCE_CONTEXT.substitute(topic=self.config.topic, text=self.items.text[item]),
+                context=tpl.STANCE_CONTEXT.substitute(topic=self.config.topic, text=self.quoted(self.items.text[item])),
                 question=tpl.STANCE_QUESTION, seed=self.seeds.seed_for(self.tick, agent.unique_id, phase))
         return None
+
+    def _shown(self, text: str) -> str:
+        """A member's text as a prompt quotes it (cut at TEXT_SHOWN characters)."""
+        return self.quoted(text, TEXT_SHOWN, legacy=_short(text))
 
     def _feed_of(self, r: int) -> list[int]:
         return self.feed_list[r][: self.n_feed[r]]
@@ -310,7 +315,7 @@ class SocialModel(SocietyModel):
         shown = [tpl.ITEM.substitute(
             k=k + 1, kind="comment" if it.parent[i] >= 0 else "post", author=int(self.uid[it.author[i]]),
             followed=" (you follow)" if followed[k] else "", forum=tpl.FORUMS[it.topic[i]],
-            score=int(it.up[i] - it.down[i]), replies=int(it.replies[i]), text=_short(it.text[i])) for k, i in enumerate(ids)]
+            score=int(it.up[i] - it.down[i]), replies=int(it.replies[i]), text=self._shown(it.text[i])) for k, i in enumerate(ids)]
         text += tpl.FEED.substitute(items="".join(shown)) if shown else tpl.FEED_EMPTY
         if c.show_reward:
             text += tpl.REWARD.substitute(up=int(self.seen_up[idx]), down=int(self.seen_down[idx]), replies=int(self.seen_replies[idx]))
@@ -326,7 +331,7 @@ class SocialModel(SocietyModel):
         else:
             obs.update(forum=tpl.FORUMS[it.topic[ref]], parent_stance=float(it.stance[ref]))
             k = self._feed_of(int(self.row[idx])).index(ref) + 1
-            question = tpl.WRITE_COMMENT.substitute(k=k, author=int(self.uid[it.author[ref]]), text=_short(it.text[ref]))
+            question = tpl.WRITE_COMMENT.substitute(k=k, author=int(self.uid[it.author[ref]]), text=self._shown(it.text[ref]))
         context = ""
         if agent.policy == "llm":
             r = int(self.row[idx])
@@ -432,7 +437,7 @@ class SocialModel(SocietyModel):
         self.counts["posts" if kind == "post" else "comments"] += 1
         self.wrote[idx] = item
         self.tick_items.append(item)
-        self.members[idx].remember(self.tick, "note", f"I wrote a {kind}: {text}")
+        self.members[idx].remember(self.tick, "note", f"I wrote a {kind}: {self.quoted(text) if self.profile.quoted_text else text}")
 
     def _publish(self) -> None:
         """Posts and comments become events, with their final stance."""
@@ -592,5 +597,6 @@ class SocialModel(SocietyModel):
 
 
 def _short(text: str) -> str:
+    """An item's text as prompts showed it before `quoted_text`: whitespace collapsed, cut at TEXT_SHOWN."""
     text = " ".join(text.split())
     return text if len(text) <= TEXT_SHOWN else text[: TEXT_SHOWN - 3] + "..."

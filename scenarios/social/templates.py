@@ -20,15 +20,16 @@ RULES = Template(
 )
 FEED = Template(" Your feed (most relevant first): $items")
 FEED_EMPTY = " Your feed is empty."
-ITEM = Template(' [$k] $kind by member $author$followed in m/$forum, score $score, $replies replies: "$text"')
+# (texts members wrote are quoted by the model: untrusted text)
+ITEM = Template(" [$k] $kind by member $author$followed in m/$forum, score $score, $replies replies: $text")
 REWARD = Template(" Since your last visit your messages got $up upvotes, $down downvotes and $replies replies.")
 YOU = Template(" You are member $agent. Your current view on the question: $stance.")
 
 CHOOSE = ("What do you do now? 'post' writes a new post; 'comment K', 'upvote K', 'downvote K', 'follow K' and "
           "'unfollow K' act on feed item K; 'idle' does nothing.")
 WRITE_POST = Template("Write a short new post for m/$forum (one or two sentences) that shows your view on the question.")
-WRITE_COMMENT = Template('Write a short reply (one or two sentences) to item [$k] by member $author: "$text"')
-STANCE_CONTEXT = Template('The question debated: $topic Message: "$text"')
+WRITE_COMMENT = Template("Write a short reply (one or two sentences) to item [$k] by member $author: $text")
+STANCE_CONTEXT = Template("The question debated: $topic Message: $text")
 STANCE_QUESTION = "What is the message's stance on the question?"
 
 # ----- scripted messages: a few fixed phrasings, so duplicates and templates arise as on MoltBook -----

@@ -39,7 +39,7 @@ def list_(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
         cells.append((row["run_id"], row["scenario"], row["status_text"], row["decided_by"], origin, str(row["seed"]),
                       str(row["ticks"]), row["created_at"][:16].replace("T", " ")))
     headers = ("run_id", "scenario", "status", "decided by", "origin", "seed", "ticks", "created")
-    table = Table(title=f"{len(rows)} runs", box=box.SIMPLE_HEAD, pad_edge=False, padding=0, show_edge=False)
+    table = Table(title=f"{len(rows)} run{'' if len(rows) == 1 else 's'}", box=box.SIMPLE_HEAD, pad_edge=False, padding=0, show_edge=False)
     for col, width in zip(headers, fit_widths(headers, cells, out.width, shrink=(1, 2, 3, 4, 7))):
         table.add_column(col, overflow="fold", width=width)
     for c in cells:

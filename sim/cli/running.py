@@ -40,7 +40,7 @@ def run(
     if llm:
         llm_over.update(provider="langchain", cls=llm)
     if llm_arg:
-        llm_over["args"] = parse_sets(llm_arg)
+        llm_over["args"] = parse_sets(llm_arg, "--llm-arg")
     spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
                       policy=policy, ticks=ticks, llm=llm_over)
     preflight(spec)  # a model or chat class that cannot be used is bad input: refused before any write

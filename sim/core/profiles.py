@@ -33,6 +33,11 @@ class DecisionProfile:
     #: the built-in LLM prompt asks for a Number in one sentence after the question ("Answer with a
     #: number from 0 to 68 in steps of 1.") and lists memory items without a header line
     compact_prompt: bool
+    #: text an agent or a data file wrote (messages, posts, names, descriptions, requests, strategies) enters
+    #: prompts only through `sim.core.text.quote`: one line, between quotes it cannot close, role markers defused
+    quoted_text: bool = False
+    #: memory lines name the scenario's own unit of time ("round 3", "tick 3"), not "month" in every scenario
+    tick_noun: bool = False
 
 
 PROFILES: dict[int, DecisionProfile] = {
@@ -44,6 +49,8 @@ PROFILES: dict[int, DecisionProfile] = {
                        compact_prompt=False),
     4: DecisionProfile(4, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
                        compact_prompt=True),
+    5: DecisionProfile(5, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
+                       compact_prompt=True, quoted_text=True, tick_noun=True),
 }
 VERSIONS = tuple(PROFILES)
 #: the decision contract new runs are made under

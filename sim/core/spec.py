@@ -21,19 +21,25 @@ class LLMSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    provider: Literal["local", "langchain"] = "local"
-    model: Optional[str] = None  # local: path to a model dir or .gguf; None = embedded SmolLM2
-    cls: Optional[str] = None  # langchain: "module:Class"
-    args: dict[str, Any] = Field(default_factory=dict)
-    temperature: float = Field(0.7, ge=0.0, le=5.0, allow_inf_nan=False)
-    max_retries: int = Field(2, ge=0, le=20)
-    max_concurrency: int = Field(8, ge=1, le=1024)
-    timeout_s: float = Field(60.0, gt=0.0, le=3600.0, allow_inf_nan=False)
-    device: Optional[str] = Field(None, pattern=r"^(cpu|cuda(:\d+)?|mps)$")
-    dtype: Optional[Literal["bf16", "bfloat16", "fp16", "float16", "fp32", "float32"]] = None
-    threads: Optional[int] = Field(None, ge=1, le=512)  # local, CPU: torch threads (None: picked per machine)
-    batch_tokens: Optional[int] = Field(None, ge=64, le=16_777_216)  # local: tokens per forward (None: per device)
-    structured: Literal["auto", "json_schema", "vllm", "llama_cpp", "none"] = "auto"  # langchain: output constraint
+    provider: Literal["local", "langchain"] = Field(
+        "local", description="local: the embedded (or a local) transformers model; langchain: any LangChain chat model")
+    model: Optional[str] = Field(None, description="local: a model folder or .gguf file (none: the embedded SmolLM2)")
+    cls: Optional[str] = Field(None, description="langchain: the chat model class, module:Class (--llm)")
+    args: dict[str, Any] = Field(default_factory=dict, description="langchain: the chat model's constructor arguments (--llm-arg)")
+    temperature: float = Field(0.7, ge=0.0, le=5.0, allow_inf_nan=False, description="sampling temperature (0: greedy)")
+    max_retries: int = Field(2, ge=0, le=20, description="langchain: re-asks of an unusable answer, and retries of a failed call")
+    max_concurrency: int = Field(8, ge=1, le=1024, description="langchain: calls in flight at once")
+    timeout_s: float = Field(60.0, gt=0.0, le=3600.0, allow_inf_nan=False, description="langchain: seconds a call may take")
+    device: Optional[str] = Field(None, pattern=r"^(cpu|cuda(:\d+)?|mps)$",
+                                  description="local: cpu, cuda, cuda:N or mps (none: cuda when there is one)")
+    dtype: Optional[Literal["bf16", "bfloat16", "fp16", "float16", "fp32", "float32"]] = Field(
+        None, description="local: weights' dtype (none: bf16 on CUDA and CPUs with bf16 instructions, else fp32)")
+    threads: Optional[int] = Field(None, ge=1, le=512, description="local, CPU: torch threads (none: chosen per machine)")
+    batch_tokens: Optional[int] = Field(None, ge=64, le=16_777_216,
+                                        description="local: tokens per forward pass (none: chosen per device)")
+    structured: Literal["auto", "json_schema", "vllm", "llama_cpp", "none"] = Field(
+        "auto", description="langchain: how the server is made to answer inside the space (auto: json_schema for "
+                            "OpenAI-compatible classes)")
     # the prompt template: None = the built-in one; a name given to @register_template, or a reference
     # module:NAME / path/to/file.py:NAME to a PromptTemplate (or a function request -> chat messages)
     template: Optional[str] = Field(None, min_length=1, max_length=4096,

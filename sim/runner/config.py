@@ -111,31 +111,31 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def parse_sets(items: typing.Iterable[str]) -> dict[str, Any]:
-    """`key=value` pairs (values parsed as YAML scalars; dotted keys nest) into a dict."""
+def parse_sets(items: typing.Iterable[str], flag: str = "--set") -> dict[str, Any]:
+    """`key=value` pairs (values parsed as YAML scalars; dotted keys nest) into a dict; errors name `flag`."""
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise UsageError(f"--set expects key=value, got {item!r}")
+            raise UsageError(f"{flag} expects key=value, got {item!r}")
         key, raw = item.split("=", 1)
         key = key.strip()
         if not key:
-            raise UsageError(f"--set expects key=value, got {item!r}")
+            raise UsageError(f"{flag} expects key=value, got {item!r}")
         if len(raw) > 100_000:
-            raise UsageError(f"--set {key}: the value is {len(raw)} characters; at most 100000")
+            raise UsageError(f"{flag} {key}: the value is {len(raw)} characters; at most 100000")
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
         except (ValueError, RecursionError) as exc:
-            raise UsageError(f"--set {key}: cannot read the value: {cut(str(exc), 100)}") from None
-        check_size(value, f"--set {key}")
+            raise UsageError(f"{flag} {key}: cannot read the value: {cut(str(exc), 100)}") from None
+        check_size(value, f"{flag} {key}")
         node = out
         parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise UsageError(f"--set {key}: {part!r} is not a mapping")
+                raise UsageError(f"{flag} {key}: {part!r} is not a mapping")
         node[parts[-1]] = value
     return out
 
@@ -199,7 +199,8 @@ def build_spec(
         data = absolute_paths(cls, absolute_refs(load_yaml(config_file), folder), folder)
     else:
         data = {}
-    data = deep_merge(data, absolute_paths(cls, absolute_refs(parse_sets(sets))))
+    set_data = parse_sets(sets)
+    data = deep_merge(data, absolute_paths(cls, absolute_refs(set_data)))
     if overrides:
         data = deep_merge(data, absolute_paths(cls, absolute_refs(dict(overrides))))
     if llm is not None and not isinstance(llm, typing.Mapping):
@@ -234,6 +235,10 @@ def build_spec(
     check_population(cls, config, policy)
     if llm_spec.template is not None:
         get_template(llm_spec.template)  # a template that cannot be loaded is bad input, said now
+    if "llm" not in policies_used(config.population, policy) and isinstance(set_data.get("llm"), dict):
+        first = next(iter(set_data["llm"]))
+        raise UsageError(f"--set llm.{first} only applies to LLM agents, and this run has none: add --policy llm "
+                         "(or a population group with policy: llm)")
     if llm and "llm" not in policies_used(config.population, policy):
         given = [f for f, k in (("--model", "model"), ("--llm", "cls"), ("--llm-arg", "args")) if k in llm]
         verb = "applies" if len(given) == 1 else "apply"

@@ -22,7 +22,7 @@ from sim.core.interrupts import Terminated, shielded, stop_signals
 from sim.core.records import TickRecord
 from sim.core.spec import RunSpec
 from sim.runner.backends import make_backends
-from sim.runner.config import validate_config
+from sim.runner.config import check_population, validate_config
 from sim.runner.data import DATA_KEY, data_fingerprints
 from sim.runner.plans import FreshRun, RunPlan
 from sim.store.store import Store
@@ -99,6 +99,7 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
     plan = plan if plan is not None else FreshRun()
     cls = get_scenario(spec.scenario)
     config = validate_config(cls.Config, spec.config)  # a spec built by hand is checked as a config file is
+    check_population(cls, config, spec.policy)  # strategies that cannot be loaded here: bad input, before any write
     # built before the run row: a chat model that cannot be imported or built is bad input, not a failed run
     backends = dict(backends) if backends is not None else make_backends(spec, cls, store)
     broker = DecisionBroker(backends)  # refuses a backend that does not implement the protocol: nothing stored

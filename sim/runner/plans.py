@@ -129,8 +129,6 @@ class Continuation:
     the switch the run's LLM backend was built with: it is finished when the replay is.
     """
 
-    drop_if_bad_input = False
-
     def __init__(self, *, schedule: Schedule, replay_until: int, source_id: str, replay: ReplayMode,
                  run: Optional[Run] = None, fork_of: Optional[Run] = None, branch_tick: Optional[int] = None,
                  sweep_id: Optional[str] = None) -> None:
@@ -143,6 +141,7 @@ class Continuation:
         self.branch_tick = branch_tick
         self.sweep_id = sweep_id
         self.earlier_duration = run.duration_s if run is not None else 0.0
+        self.drop_if_bad_input = run is None  # a fork's new row goes; a resumed row is the run's own: kept
         self.store: Optional[Store] = None
         self.run_id = ""
         self.replayed = 0

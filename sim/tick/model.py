@@ -25,6 +25,7 @@ from sim.core.records import StepColumns, TickRecord
 from sim.core.refs import is_reference, load_strategy
 from sim.core.rng import SeedStream, seed_keys
 from sim.core.spaces import Space
+from sim.core.text import quote
 from sim.reward.docs import metric_docs
 from sim.reward.metrics import PerolatTracker
 from sim.reward.norms import NormLedger
@@ -54,6 +55,8 @@ class SocietyModel(mesa.Model):
     #: only when it builds the world. The reward layer's (reward_mode, lam, feedback) and the horizon always
     #: may; a fork that changes any other field is refused before it is stored
     fork_fields: ClassVar[frozenset[str]] = frozenset()
+    #: what one tick is, in the words agents read ("month", "round", "tick"): their memory lines are dated by it
+    tick_noun: ClassVar[str] = "tick"
 
     def __init__(
         self,
@@ -178,6 +181,23 @@ class SocietyModel(mesa.Model):
     def tick(self) -> int:
         return self.steps
 
+    @property
+    def memory_noun(self) -> str:
+        """How memory lines date an item: the scenario's `tick_noun` (profiles before `tick_noun`: "month")."""
+        return self.tick_noun if self.profile.tick_noun else "month"
+
+    def quoted(self, text: str, limit: Optional[int] = None, legacy: Optional[str] = None) -> str:
+        """Text an agent or a data file wrote, as it enters a prompt: `sim.core.text.quote` (one line, between quotes
+        it cannot close). Under profiles before `quoted_text`, as runs were made then: `legacy` (default `text`)
+        between plain double quotes."""
+        if self.profile.quoted_text:
+            return quote(text, limit)
+        return f'"{text if legacy is None else legacy}"'
+
+    def named(self, text: str) -> str:
+        """A name or label an agent or a data file wrote, in a prompt: `quoted`; before `quoted_text`, bare."""
+        return quote(text) if self.profile.quoted_text else text
+
     def new_memory(self) -> Memory:
         """An empty memory, sized by the config's `memory_window` and `memory_summary_chars` where the run's
         decision profile says so (`configured_memory`; else Memory's defaults, as such runs were made)."""
@@ -236,7 +256,7 @@ class SocietyModel(mesa.Model):
         return DecisionRequest(
             agent_id=agent.unique_id, tick=self.tick, phase=phase, space=space, default=default,
             backend=agent.policy, strategy=agent.strategy, observation=observation, context=context,
-            question=question, persona=agent.persona, memory=agent.memory.render(question) if text else "",
+            question=question, persona=agent.persona, memory=agent.memory.render(question, noun=self.memory_noun) if text else "",
             feedback=describe_feedback(agent.feedback) if text else "",
             seed=self.seeds.seed_for(self.tick, agent.unique_id, phase), own_context=own_context,
         )
