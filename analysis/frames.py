@@ -9,9 +9,10 @@ schema (Parquet), so pandas reads it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pandas as pd
 
@@ -43,28 +44,70 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def table_frame(name: str, rows: list[Any]) -> pd.DataFrame:
-    """Rows of one table as a frame with the table's columns, in the table's order and dtypes."""
+def table_frame(name: str, rows: list[Any], metric_keys: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """Rows of one table as a frame with the table's columns, in the table's order and dtypes.
+
+    The ticks table also gets one float `metric_<key>` column per key of `metric_keys` (default: the keys these
+    rows have), so the chunks of one export all have the same columns.
+    """
     columns = list(MODELS[name].__table__.columns)
     data = {c.name: [_cell(getattr(r, c.name)) for r in rows] for c in columns}
     frame = pd.DataFrame({c.name: pd.Series(data[c.name], dtype=_dtype(c)) for c in columns})
     if name == "ticks":
-        keys = sorted({k for r in rows for k in (r.metrics or {})})
+        keys = metric_keys if metric_keys is not None else sorted({k for r in rows for k in (r.metrics or {})})
         for k in keys:
             frame[f"metric_{k}"] = pd.Series([(r.metrics or {}).get(k) for r in rows], dtype="float64")
     return frame
 
 
 def run_frames(store: Store, run_id: str) -> dict[str, pd.DataFrame]:
-    """One DataFrame per table for a run; tick metrics are also spread into `metric_*` columns."""
+    """One DataFrame per table for a run (all in memory: for reading, not export); tick metrics are also spread
+    into `metric_*` columns."""
     run = store.get_run(run_id)
     rows = {"runs": [run], "ticks": store.ticks(run_id), "agent_steps": store.steps(run_id),
             "events": store.events(run_id), "llm_calls": store.llm_calls(run_id)}
     return {name: table_frame(name, rs) for name, rs in rows.items()}
 
 
-def export_run(store: Store, run_id: str, out_dir: Path, fmt: str) -> list[Path]:
-    """Write every table of the run into `out_dir` as `<table>.<fmt>`; returns the paths."""
+def _chunks(store: Store, run_id: str, name: str, chunk: int) -> Iterator[list[Any]]:
+    """The table's rows for the run in chunks; at least one (maybe empty) chunk, so an empty table keeps its columns."""
+    if name == "runs":
+        yield [store.get_run(run_id)]
+        return
+    empty = True
+    for rows in store.iter_rows(MODELS[name], run_id, chunk):
+        empty = False
+        yield rows
+    if empty:
+        yield []
+
+
+def _write(path: Path, frames: Iterator[pd.DataFrame], fmt: str) -> None:
+    """Write a table chunk by chunk: CSV with one header, Parquet as one row group per chunk."""
+    if fmt == "csv":
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            for i, frame in enumerate(frames):
+                frame.to_csv(f, index=False, header=i == 0)
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    writer = None
+    try:
+        for frame in frames:
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            writer = writer or pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def export_run(store: Store, run_id: str, out_dir: Path, fmt: str, *, chunk: int = 20_000) -> list[Path]:
+    """Write every table of the run into `out_dir` as `<table>.<fmt>`; returns the paths.
+
+    Rows are read and written `chunk` at a time, so memory does not grow with the run; the files are the same
+    whatever the chunk size (tests compare them).
+    """
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"bad value for '--out': {str(out_dir)!r} is a file, not a folder")
@@ -72,15 +115,13 @@ def export_run(store: Store, run_id: str, out_dir: Path, fmt: str) -> list[Path]
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"bad value for '--out': cannot create folder {str(out_dir)!r}: {exc.strerror}") from None
-    frames = run_frames(store, run_id)
+    store.get_run(run_id)
+    metric_keys = sorted({k for rows in store.iter_rows(Tick, run_id, chunk) for r in rows for k in (r.metrics or {})})
     paths = []
     try:
-        for name, frame in frames.items():
+        for name in TABLES:
             path = out_dir / f"{name}.{fmt}"
-            if fmt == "csv":
-                frame.to_csv(path, index=False)
-            else:
-                frame.to_parquet(path, index=False)
+            _write(path, (table_frame(name, rows, metric_keys) for rows in _chunks(store, run_id, name, chunk)), fmt)
             paths.append(path)
     except OSError as exc:
         raise UsageError(f"bad value for '--out': cannot write into {str(out_dir)!r}: {exc.strerror}") from None

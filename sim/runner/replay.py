@@ -11,8 +11,8 @@ from sim.core.spec import RunSpec
 from sim.runner.backends import make_backends
 from sim.runner.config import validate_config
 from sim.runner.data import DATA_KEY, changed_data
-from sim.runner.plans import FreshRun, config_schedule
 from sim.runner.execution import RunFailed, execute
+from sim.runner.plans import FreshRun, config_schedule
 from sim.store.snapshots import diff_ticks
 from sim.store.store import Store
 
@@ -48,20 +48,25 @@ def replay_run(store: Store, run_id: str, *, backends: Optional[Mapping[str, Bac
         replay_id, error = result.run_id, None
     except RunFailed as exc:
         replay_id, error = exc.run_id, exc.reason
-    a, b = store.tick_snapshots(run_id), store.tick_snapshots(replay_id)
-    mismatches = []
-    for tick in sorted(set(a) | set(b)):
-        if tick not in b:
-            mismatches.append({"tick": tick, "what": "missing in replay"})
-        elif tick not in a:
-            mismatches.append({"tick": tick, "what": "extra in replay"})
+    mismatches, compared, last = [], 0, 0
+    a, b = store.iter_tick_snapshots(run_id), store.iter_tick_snapshots(replay_id)  # streamed: one tick in memory
+    x, y = next(a, None), next(b, None)
+    while x is not None or y is not None:
+        if y is None or (x is not None and x[0] < y[0]):
+            mismatches.append({"tick": x[0], "what": "missing in replay"})
+            compared, x = compared + 1, next(a, None)
+        elif x is None or y[0] < x[0]:
+            mismatches.append({"tick": y[0], "what": "extra in replay"})
+            last, y = y[0], next(b, None)
         else:
-            problem = diff_ticks(a[tick], b[tick])
+            problem = diff_ticks(x[1], y[1])
             if problem:
-                mismatches.append({"tick": tick, "what": problem})
+                mismatches.append({"tick": x[0], "what": problem})
+            compared, last = compared + 1, y[0]
+            x, y = next(a, None), next(b, None)
     if error:
-        mismatches.append({"tick": max(b, default=0) + 1, "what": error})
+        mismatches.append({"tick": last + 1, "what": error})
     replayed = store.get_run(replay_id)
     same_end = replayed.status == original.status if finished else replayed.status in ("stopped", "collapsed")
-    return {"run_id": run_id, "replay_run_id": replay_id, "ticks": len(a), "matched": not mismatches and same_end,
+    return {"run_id": run_id, "replay_run_id": replay_id, "ticks": compared, "matched": not mismatches and same_end,
             "mismatches": mismatches, "incomplete": incomplete}

@@ -12,7 +12,7 @@ import functools
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Optional
 
 from sqlalchemy import case, delete, func, insert, literal, update
@@ -171,21 +171,30 @@ class Store:
         with Session(self.engine) as s:
             return list(s.exec(select(Run).order_by(Run.created_at)).all())
 
-    def _rows(self, model: type[SQLModel], run_id: str, *order: Any) -> list[Any]:
+    def _rows(self, model: type[SQLModel], run_id: str) -> list[Any]:
         with Session(self.engine) as s:
-            return list(s.exec(select(model).where(model.run_id == run_id).order_by(*order)).all())
+            return list(s.exec(select(model).where(model.run_id == run_id).order_by(*_order(model))).all())
 
     def ticks(self, run_id: str) -> list[Tick]:
-        return self._rows(Tick, run_id, Tick.tick)
+        return self._rows(Tick, run_id)
 
     def steps(self, run_id: str) -> list[AgentStep]:
-        return self._rows(AgentStep, run_id, AgentStep.tick, AgentStep.agent_id)
+        return self._rows(AgentStep, run_id)
 
     def events(self, run_id: str, tick: Optional[int] = None) -> list[EventRow]:
         if tick is None:
-            return self._rows(EventRow, run_id, EventRow.tick, EventRow.id)
+            return self._rows(EventRow, run_id)
         with Session(self.engine) as s:
             return list(s.exec(select(EventRow).where(EventRow.run_id == run_id, EventRow.tick == tick).order_by(EventRow.id)).all())
+
+    def iter_rows(self, model: type[SQLModel], run_id: str, chunk: int = 20_000) -> Iterator[list[Any]]:
+        """A run's rows of one per-run table, in the order `ticks`/`steps`/`events`/`llm_calls` return them, as
+        chunks of at most `chunk` rows read as a stream (an export of millions of rows holds one chunk)."""
+        columns = model.__table__.c
+        query = sa_select(model.__table__).where(columns.run_id == run_id).order_by(*_order(model))
+        with self.engine.connect() as conn:
+            yield from (list(part) for part in
+                        conn.execution_options(stream_results=True, yield_per=chunk).execute(query).partitions())
 
     def fallback_count(self, run_id: str) -> int:
         """Agent steps with a fallback decision (counted in SQL)."""
@@ -194,7 +203,7 @@ class Store:
                                                                                 AgentStep.fallback == True)).one())  # noqa: E712
 
     def llm_calls(self, run_id: str) -> list[LLMCall]:
-        return self._rows(LLMCall, run_id, LLMCall.tick, LLMCall.id)
+        return self._rows(LLMCall, run_id)
 
     def cache_lookup(self, keys: Sequence[str]) -> dict[str, LLMCall]:
         """Original (non-hit) calls for these cache keys, first stored wins."""
@@ -216,25 +225,31 @@ class Store:
     # ----- ticks as snapshots: what resume, fork and replay compare -----------------------------
     def tick_snapshots(self, run_id: str, tick: Optional[int] = None) -> dict[int, TickSnapshot]:
         """tick -> its snapshot (sim.store.snapshots), for every stored tick of the run or only `tick`."""
+        return dict(self.iter_tick_snapshots(run_id, tick))
+
+    def iter_tick_snapshots(self, run_id: str, tick: Optional[int] = None,
+                            chunk: int = 20_000) -> Iterator[tuple[int, TickSnapshot]]:
+        """(tick, snapshot) for every stored tick of the run (or only `tick`), in order, read as a stream: memory
+        holds one tick and a chunk of rows, whatever the run's size (a replay of millions of agent steps)."""
         t, s, e = Tick.__table__.c, AgentStep.__table__.c, EventRow.__table__.c
 
         def at(c: Any) -> list[Any]:
             return [c.run_id == run_id] + ([c.tick == tick] if tick is not None else [])
 
         with self.engine.connect() as conn:
-            ticks = conn.execute(sa_select(t.tick, t.metrics, t.state).where(*at(t)).order_by(t.tick)).all()
-            steps = conn.execute(sa_select(s.tick, s.agent_id, s.action, s.payoff, s.reward, s.fallback, s.memory)
-                                 .where(*at(s)).order_by(s.tick, s.agent_id)).all()
-            events = conn.execute(sa_select(e.tick, e.kind, e.actor, e.target, e.data)
-                                  .where(*at(e)).order_by(e.tick, e.id)).all()
-        out = {r.tick: TickSnapshot(r.metrics, r.state, [], []) for r in ticks}
-        for r in steps:
-            if r.tick in out:
-                out[r.tick].steps.append([r.agent_id, r.action, r.payoff, r.reward, bool(r.fallback), r.memory])
-        for r in events:
-            if r.tick in out:
-                out[r.tick].events.append([r.kind, r.actor, r.target, r.data])
-        return out
+            conn = conn.execution_options(stream_results=True, yield_per=chunk)
+            ticks = conn.execute(sa_select(t.tick, t.metrics, t.state).where(*at(t)).order_by(t.tick))
+            steps = _Rows(conn.execute(sa_select(s.tick, s.agent_id, s.action, s.payoff, s.reward, s.fallback, s.memory)
+                                       .where(*at(s)).order_by(s.tick, s.agent_id)))
+            events = _Rows(conn.execute(sa_select(e.tick, e.kind, e.actor, e.target, e.data)
+                                        .where(*at(e)).order_by(e.tick, e.id)))
+            for row in ticks:
+                snap = TickSnapshot(row.metrics, row.state, [], [])
+                for r in steps.up_to(row.tick):
+                    snap.steps.append([r.agent_id, r.action, r.payoff, r.reward, bool(r.fallback), r.memory])
+                for r in events.up_to(row.tick):
+                    snap.events.append([r.kind, r.actor, r.target, r.data])
+                yield row.tick, snap
 
     def tick_range(self, run_id: str) -> tuple[int, int]:
         """(how many ticks the run has stored, the last tick's number): equal when they are 1..n."""
@@ -325,3 +340,24 @@ _LLM_DEFAULTS = {"tokens_in": 0, "tokens_out": 0, "latency_s": 0.0, "cache_hit":
 def _call_row(call: dict[str, Any]) -> dict[str, Any]:
     """An llm_calls row with every column present (executemany needs the same keys in each row)."""
     return {**_LLM_DEFAULTS, **call}
+
+
+def _order(model: type[SQLModel]) -> tuple[Any, ...]:
+    """The order a per-run table's rows are read in: by tick, then agent (steps) or insertion (events, calls)."""
+    c = model.__table__.c
+    return (c.tick, c.agent_id) if model is AgentStep else (c.tick, c.id) if model in (EventRow, LLMCall) else (c.tick,)
+
+
+class _Rows:
+    """Rows ordered by tick, handed over one tick at a time (rows of ticks that have no `ticks` row are dropped)."""
+
+    def __init__(self, rows: Iterable[Any]) -> None:
+        self._rows = iter(rows)
+        self._next: Any = next(self._rows, None)
+
+    def up_to(self, tick: int) -> Iterator[Any]:
+        """The leading rows with tick <= `tick`, yielding only those of `tick` itself."""
+        while self._next is not None and self._next.tick <= tick:
+            row, self._next = self._next, next(self._rows, None)
+            if row.tick == tick:
+                yield row
