@@ -533,3 +533,29 @@ def test_export_and_snapshots_stream_in_chunks_and_write_the_same_files(store, t
     assert len(steps) == len(store.steps(run)) and list(steps["tick"]) == sorted(steps["tick"])
     assert dict(store.iter_tick_snapshots(run, chunk=2)) == store.tick_snapshots(run)
     assert [t for t, _ in store.iter_tick_snapshots(run, chunk=1)] == [1, 2, 3, 4]
+
+
+def test_reading_a_run_four_times_longer_does_not_take_four_times_the_memory(store, tmp_path):
+    """The peak Python memory of an export (CSV) and of the replay's reader stays flat when the run has 4x the
+    rows: loading whole tables (the old way) made it grow with the run (2.3 GB per million agent steps)."""
+    import tracemalloc
+
+    from analysis.frames import export_run
+    from sim.runner.config import build_spec
+    from sim.runner.execution import execute
+
+    def peak(ticks: int) -> tuple[int, int]:
+        run = execute(build_spec("social", seed=3, sets=["agents=1500", f"ticks={ticks}"]), store).run_id
+        tracemalloc.start()
+        export_run(store, run, tmp_path / str(ticks), "csv", chunk=500)
+        exported = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        for _ in store.iter_tick_snapshots(run, chunk=500):
+            pass
+        read = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return exported, read
+
+    short, long = peak(4), peak(16)
+    assert long[0] < 2 * short[0], (short, long)
+    assert long[1] < 2 * short[1], (short, long)
