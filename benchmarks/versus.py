@@ -7,13 +7,17 @@ machine falls on both sides of every ratio:
 - `tick-N`: the scripted commons of N fishers (random catches, 12 months) without the store, the
   best of 3 runs in each subprocess (what benchmarks/engine.py compares with plain Mesa);
 - `store-N`: the same run end to end into a fresh SQLite file (agent-steps per second);
+- `market-N`: a scripted synthetic market of N customers and 3N businesses (lexical search) end to end into a
+  fresh SQLite file (`--market 1000 10000`: how the cost grows with the market's size on each side);
 - `llm`: a commons of 32 LLM fishers on the embedded model for 3 months into a fresh store (no cache),
   the model loaded before the clock starts (`--llm` to include it: minutes on a CPU).
 
 Each figure is reported per side (median seconds) with the ratio this / other of every round and their
-median; a ratio above 1 means this checkout is slower.
+median; a ratio above 1 means this checkout is slower. `result` holds what each side computed (ticks run, or
+the market's welfare), which should agree.
 
-    python benchmarks/versus.py --base HEAD~1 [--sizes 1000 10000] [--rounds 5] [--llm] [--out FILE.json]
+    python benchmarks/versus.py --base HEAD~1 [--sizes 1000 10000] [--rounds 5] [--market 1000 10000] [--llm]
+                                [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -72,6 +76,14 @@ elif kind == "store":
         started = time.perf_counter()
         result = execute(spec, store)
         print(json.dumps({"seconds": time.perf_counter() - started, "agent_steps": n * result.ticks}))
+elif kind == "market":
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(f"sqlite:///{Path(tmp) / 'runs.db'}")
+        spec = build_spec("market", sets=[f"customers_n={n}", f"businesses_n={3 * n}", "search=lexical"], seed=0)
+        started = time.perf_counter()
+        result = execute(spec, store)
+        print(json.dumps({"seconds": time.perf_counter() - started, "ticks": result.ticks,
+                          "welfare": result.metrics["welfare"]}))
 else:  # llm
     try:
         from agents.llm.local.model import shared_lm
@@ -109,6 +121,7 @@ def main() -> None:
     ap.add_argument("--base", default="HEAD~1", help="the revision to compare with (default HEAD~1)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--market", type=int, nargs="*", default=[], help="market sizes (customers; businesses = 3x)")
     ap.add_argument("--llm", action="store_true", help="also time 32 LLM fishers for 3 months (minutes on a CPU)")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = ap.parse_args()
@@ -116,7 +129,8 @@ def main() -> None:
                          check=True).stdout.strip()
     here = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip()
-    cases = [("tick", n) for n in args.sizes] + [("store", n) for n in args.sizes] + ([("llm", 32)] if args.llm else [])
+    cases = [("tick", n) for n in args.sizes] + [("store", n) for n in args.sizes] + [("market", n) for n in args.market] \
+        + ([("llm", 32)] if args.llm else [])
     with tempfile.TemporaryDirectory(prefix="societas-versus-") as tmp:
         other = Path(tmp) / "base"
         subprocess.run(["git", "worktree", "add", "--detach", str(other), rev], cwd=ROOT, check=True,
@@ -131,13 +145,13 @@ def main() -> None:
                     for side, tree in (order if k % 2 == 0 else order[::-1]):
                         got = probe(tree, kind, n)
                         times[side].append(got["seconds"])
-                        ticks.setdefault(side, got.get("ticks"))
+                        ticks.setdefault(side, got.get("welfare", got.get("ticks")))
                 ratios = [a / b for a, b in zip(times["this"], times["other"])]
                 results[f"{kind}-{n}"] = {
                     "this_s": round(statistics.median(times["this"]), 4),
                     "other_s": round(statistics.median(times["other"]), 4),
                     "ratio_this_over_other": round(statistics.median(ratios), 3),
-                    "round_ratios": [round(r, 3) for r in ratios], "ticks": ticks}
+                    "round_ratios": [round(r, 3) for r in ratios], "result": ticks}
                 print(f"{kind}-{n}: this {results[f'{kind}-{n}']['this_s']}s, {rev} {results[f'{kind}-{n}']['other_s']}s, "
                       f"ratio {results[f'{kind}-{n}']['ratio_this_over_other']} (rounds {results[f'{kind}-{n}']['round_ratios']})",
                       flush=True)

@@ -283,3 +283,65 @@ def test_llm_customers_and_businesses_complete_a_small_market(store):
         if "respond" in s.action:
             assert 0 <= s.action["respond"] <= 100
     assert r.metrics["payment_rate"] + r.metrics["left_rate"] + r.metrics["timed_out_rate"] == pytest.approx(1.0)
+
+
+# ----- the indexes answer what a scan of every business answers ----------------------------------------------------
+def _scan_market(seed: int):
+    """A small synthetic market with ties (ratings and prices rounded to cents), plus an amenity nobody has."""
+    import dataclasses
+
+    market = mdata.generate(150, 400, seed)
+    odd = dataclasses.replace(market.customers[0], amenities=("Rooftop Pool",))
+    empty = dataclasses.replace(market.customers[1], items={})
+    return dataclasses.replace(market, customers=(*market.customers, odd, empty))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_indexed_search_and_reference_welfare_equal_a_scan_of_every_business(seed):
+    """Lexical (bit-sliced scores over rating ranks), optimal (price-ordered walk, set intersections), the optimal
+    and cheapest reference welfare and the random-match medians give exactly what a plain scan and sort of every
+    business gives (the pre-index definitions, written out here), at every bandwidth up to the config's limit."""
+    import random
+    import statistics
+
+    from scenarios.market import measures
+    from scenarios.market.search import SearchIndex, tokens
+
+    market = _scan_market(seed)
+    bs, index = market.businesses, SearchIndex(market.businesses)
+    words = [tokens(" ".join([b.name, b.description, *b.menu, *(a for a, v in b.amenities.items() if v)])) for b in bs]
+
+    def lexical(c, bw):
+        query = tokens(" ".join([c.request, *c.items, *c.amenities]))
+        scored = [(len(query & words[k]), k) for k in range(len(bs))]
+        return [k for s, k in sorted((x for x in scored if x[0]), key=lambda x: (-x[0], -bs[x[1]].rating, x[1]))][:bw]
+
+    def matches(c):
+        return [k for k, b in enumerate(bs) if b.sells_all(c.items)] if c.items else []
+
+    def optimal(c, bw):
+        key = lambda k: (not bs[k].has_amenities(c.amenities), sum(bs[k].menu[i] for i in c.items), k)  # noqa: E731
+        return sorted(matches(c), key=key)[:bw]
+
+    def cheapest(c, amenities):
+        ks = [k for k in matches(c) if not amenities or bs[k].has_amenities(c.amenities)]
+        return min(ks, key=lambda k: (measures.menu_total(c, bs[k]), k), default=None)
+
+    def median(amenities, draws, s):
+        options = [[measures.menu_utility(c, bs[k]) for k in matches(c)
+                    if not amenities or bs[k].has_amenities(c.amenities)] for c in market.customers]
+        rng = random.Random(s)
+        return float(statistics.median([sum(rng.choice(us) for us in options if us) for _ in range(draws)]))
+
+    for c in market.customers:
+        for bw in (1, 3, 10, 65, 1000):
+            assert index.search("lexical", c, bw, random.Random(0)) == lexical(c, bw), (c.id, bw)
+            assert index.search("optimal", c, bw, random.Random(0)) == optimal(c, bw), (c.id, bw)
+        assert measures.optimal_choice(c, bs, index) == cheapest(c, True), c.id
+    assert measures.optimal_welfare(market, index) == sum(
+        measures.menu_utility(c, bs[k]) for c in market.customers if (k := cheapest(c, True)) is not None)
+    assert measures.cheapest_welfare(market, index) == sum(
+        measures.menu_utility(c, bs[k]) for c in market.customers if (k := cheapest(c, False)) is not None)
+    for amenities in (False, True):
+        assert measures.random_welfare_median(market, index, amenities=amenities, draws=41, seed=seed) == \
+            median(amenities, 41, seed)

@@ -12,6 +12,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Optional
 
+import numpy as np
+
 from scenarios.market.data import Business, Customer, Market
 from scenarios.market.search import SearchIndex
 from sim.reward.metrics import gini
@@ -33,16 +35,13 @@ def menu_utility(customer: Customer, business: Business) -> float:
     return utility(customer, business, menu_total(customer, business), list(customer.items))
 
 
+def _cents(total: float) -> float:
+    return round(total, 2)
+
+
 def optimal_choice(customer: Customer, businesses: Sequence[Business], index: SearchIndex) -> Optional[int]:
     """Index of the business that meets items and amenities at the lowest menu total (ties: first), or None."""
-    best = None
-    for k in index.selling_all(customer):
-        b = businesses[k]
-        if b.has_amenities(customer.amenities):
-            key = (menu_total(customer, b), k)
-            if best is None or key < best:
-                best = key
-    return None if best is None else best[1]
+    return next(index.cheapest(customer, lambda b: b.has_amenities(customer.amenities), key=_cents), None)
 
 
 def optimal_welfare(market: Market, index: SearchIndex) -> float:
@@ -59,9 +58,8 @@ def cheapest_welfare(market: Market, index: SearchIndex) -> float:
     """Each customer pays the cheapest menu match (sells every item), amenities ignored."""
     total = 0.0
     for c in market.customers:
-        matches = index.selling_all(c)
-        if matches:
-            k = min(matches, key=lambda j: (menu_total(c, market.businesses[j]), j))
+        k = next(index.cheapest(c, key=_cents), None)
+        if k is not None:
             total += menu_utility(c, market.businesses[k])
     return total
 
@@ -69,14 +67,35 @@ def cheapest_welfare(market: Market, index: SearchIndex) -> float:
 def random_welfare_median(market: Market, index: SearchIndex, *, amenities: bool, draws: int, seed: int) -> float:
     """Median over seeded draws of: each customer pays a uniformly random match at menu price.
 
-    A match sells every requested item (and, with `amenities`, has every required amenity).
+    A match sells every requested item (and, with `amenities`, has every required amenity). Each draw picks, in
+    customer order, one match per customer with a match, as `rng.choice` over its matches would (the same
+    `_randbelow(n)`); the picked utilities are added in customer order, one array addition per customer across
+    all draws: the same IEEE additions, in the same order, so the same sums. A one-item request's utilities at
+    its (maybe thousands of) matches come from one array operation: `menu_utility`'s subtraction of the same
+    rounded prices.
     """
+    businesses = market.businesses
     options = []
     for c in market.customers:
-        ks = [k for k in index.selling_all(c) if not amenities or market.businesses[k].has_amenities(c.amenities)]
-        options.append([menu_utility(c, market.businesses[k]) for k in ks])
+        if len(c.items) != 1:
+            ks = [k for k in index.selling_all(c) if not amenities or businesses[k].has_amenities(c.amenities)]
+            utilities = np.asarray([menu_utility(c, businesses[k]) for k in ks], dtype=float)
+        else:
+            item = next(iter(c.items))
+            ks = index.sellers_array(item)
+            met = index.amenity_flags(ks, c.amenities)
+            utilities = np.where(met, 2.0 * c.value, 0.0) - index.cents(item)
+            if amenities:
+                utilities = utilities[met]
+        if len(utilities):
+            options.append(utilities)
     rng = random.Random(seed)
-    sums = [sum(rng.choice(us) for us in options if us) for _ in range(draws)]
+    sizes = [len(u) for u in options]
+    picks = np.asarray([[rng.randrange(n) for n in sizes] for _ in range(draws)], dtype=np.int64).reshape(draws, -1)
+    totals = np.zeros(draws)
+    for c, utilities in enumerate(options):
+        totals += utilities[picks[:, c]]
+    sums = totals.tolist()
     return float(statistics.median(sums)) if sums else 0.0
 
 

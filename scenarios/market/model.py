@@ -31,16 +31,17 @@ from pydantic import Field, model_validator
 
 from agents.base import SocietyAgent
 from scenarios.market import data as mdata
-from scenarios.market import measures, templates as tpl
+from scenarios.market import measures
+from scenarios.market import templates as tpl
 from scenarios.market.data import Business, Customer, Market
 from scenarios.market.search import ALGORITHMS, SearchIndex
 from scenarios.market.strategies import BUSINESS_STRATEGIES, CUSTOMER_STRATEGIES, LEAVE, STRATEGIES, WAIT, inquiry
 from sim.core.contracts import Decision, DecisionRequest
 from sim.core.rng import derive_seed
-from sim.tick.config import ScenarioConfig
-from sim.tick.model import SocietyModel
 from sim.core.spaces import Choice, Number, Text
 from sim.core.text import one_line
+from sim.tick.config import ScenarioConfig
+from sim.tick.model import SocietyModel
 
 MAX_DESCRIPTION = 600  # characters of a business description quoted in a prompt
 MAX_INQUIRIES_SHOWN = 6  # inquiries quoted in one business prompt
@@ -177,6 +178,7 @@ class MarketModel(SocietyModel):
             self.market = mdata.load_market(folder)
         m = self.market
         self.index = SearchIndex(m.businesses)
+        self._option_names: dict[int, str] = {}
         llm_customers = self.policy == "llm" and c.llm_side in ("both", "customers")
         llm_businesses = self.policy == "llm" and c.llm_side in ("both", "businesses")
         self.shoppers = [Shopper(self, cu, "llm" if llm_customers else "scripted", c.customers) for cu in m.customers]
@@ -429,8 +431,11 @@ class MarketModel(SocietyModel):
     def _label(self, s: Shopper, p: Proposal) -> str:
         """The proposal's option in the customer's pay choice: the business name (on one line, quotes and role markers
         defused: `one_line`, under profiles with `quoted_text`), made unique."""
-        name = self.sellers[p.business].business.name
-        name = (one_line(name) if self.profile.quoted_text else name.strip()) or self.market.businesses[p.business].id
+        name = self._option_names.get(p.business)
+        if name is None:  # once per business (a large market makes tens of thousands of proposals a tick)
+            raw = self.sellers[p.business].business.name
+            name = (one_line(raw) if self.profile.quoted_text else raw.strip()) or self.market.businesses[p.business].id
+            self._option_names[p.business] = name
         taken = {q.option.lower() for q in s.proposals} | {WAIT, LEAVE}
         return name if name.lower() not in taken else f"{name} ({self.market.businesses[p.business].id})"
 
