@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("app",),
 ]
 #: third-party modules that may be imported inside a function: optional or heavy, needed only on some paths
-HEAVY = ("torch", "transformers", "ray", "streamlit", "langchain_core", "langchain_openai", "tqdm",
+HEAVY = ("torch", "transformers", "ray", "streamlit", "langchain_core", "langchain_openai", "tqdm", "pyarrow",
          "networkx.algorithms")
 
 
