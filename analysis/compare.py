@@ -7,30 +7,17 @@ metrics in `m.NAME` columns): no database, no Streamlit.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-# two-sided 95% Student t critical values by degrees of freedom (1..30); beyond, the normal 1.96
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
+from analysis.intervals import mean_interval
 
 def mean_ci(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and two-sided 95% t confidence interval of the finite values (lo = hi = mean for one value)."""
-    xs = [float(v) for v in values if v is not None and isinstance(v, (int, float)) and math.isfinite(v)]
-    n = len(xs)
-    if n == 0:
-        return {"n": 0, "mean": None, "lo": None, "hi": None, "sd": None}
-    mean = sum(xs) / n
-    if n == 1:
-        return {"n": 1, "mean": mean, "lo": mean, "hi": mean, "sd": 0.0}
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
-    half = t * sd / math.sqrt(n)
-    return {"n": n, "mean": mean, "lo": mean - half, "hi": mean + half, "sd": sd}
+    """Mean and 95% interval of the finite values (`analysis.intervals.mean_interval`: Wilson for 0/1 values, else a
+    percentile bootstrap, so never past the metric's bounds; one value: no interval)."""
+    return mean_interval(values)
 
 
 def metric_columns(runs: pd.DataFrame) -> list[str]:
@@ -61,14 +48,14 @@ def config_labels(runs: pd.DataFrame, ignore: Sequence[str] = (), keys: Sequence
 
 
 def summarise(runs: pd.DataFrame, by: pd.Series, metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per (group, metric): n runs, mean, 95% CI, sd."""
+    """One row per (group, metric): n runs, mean, 95% interval (`mean_ci`), sd, and the interval's method."""
     rows = []
     for group, idx in runs.groupby(by.values).groups.items():
         for m in metrics:
             col = f"m.{m}"
             values = pd.to_numeric(runs.loc[idx, col], errors="coerce").tolist() if col in runs else []
             rows.append({"group": group, "metric": m, **mean_ci(values)})
-    return pd.DataFrame(rows, columns=["group", "metric", "n", "mean", "lo", "hi", "sd"])
+    return pd.DataFrame(rows, columns=["group", "metric", "n", "mean", "lo", "hi", "sd", "method"])
 
 
 def kaplan_meier(times: Sequence[float], events: Sequence[bool]) -> pd.DataFrame:

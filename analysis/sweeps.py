@@ -9,21 +9,12 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from analysis.intervals import mean_interval
 from sim.core.errors import UsageError
 from sim.store.store import Store
 from sim.store.tables import Run
 
 ENDED = ("finished", "collapsed")
-# two-sided 95% Student t quantiles t_{0.975, df} for df = 1..30; the normal 1.96 is within 2% beyond
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def t975(df: int) -> float:
-    """The 97.5% quantile of Student's t with `df` degrees of freedom (df >= 1)."""
-    if df < 1:
-        return math.nan
-    return _T975[df - 1] if df <= len(_T975) else 1.96 + 2.4 / df  # within 0.1% of the exact value for df > 30
 
 
 def _lookup(config: dict[str, Any], key: str) -> Any:
@@ -55,7 +46,8 @@ def sweep_frame(store: Store, sweep_id: str) -> tuple[pd.DataFrame, list[str]]:
 
 
 def cell_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Optional[Sequence[str]] = None) -> pd.DataFrame:
-    """Per cell (grid combination), over the runs that ended: n, and `<metric>_mean/_lo/_hi` (95% t interval).
+    """Per cell (grid combination), over the runs that ended: n, and `<metric>_mean/_lo/_hi` (the 95% interval of
+    `analysis.intervals.mean_interval`: Wilson for 0/1 values, else a percentile bootstrap of the mean).
 
     A cell with one run has no interval (lo/hi NaN); a metric that is null in every run is NaN.
     """
@@ -72,11 +64,8 @@ def cell_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Optional[Seque
         row: dict[str, Any] = dict(zip(keys, cell))
         row["n"] = len(part)
         for m in metrics:
-            values = pd.to_numeric(part[m], errors="coerce").dropna()
-            n = len(values)
-            mean = float(values.mean()) if n else math.nan
-            half = t975(n - 1) * float(values.std(ddof=1)) / math.sqrt(n) if n > 1 else math.nan
-            row.update({f"{m}_mean": mean, f"{m}_lo": mean - half, f"{m}_hi": mean + half})
+            ci = mean_interval(pd.to_numeric(part[m], errors="coerce").tolist())
+            row.update({f"{m}_{k}": math.nan if ci[k] is None else ci[k] for k in ("mean", "lo", "hi")})
         rows.append(row)
     return pd.DataFrame(rows, columns=[*keys, "n"] + [f"{m}_{s}" for m in metrics for s in ("mean", "lo", "hi")])
 

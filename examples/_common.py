@@ -6,7 +6,6 @@ Only the public API (`import sim`) runs anything; this module just saves each sc
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -24,6 +23,7 @@ if (HERE.parent / "sim" / "api.py").is_file():  # run from a checkout: use its c
     sys.path.insert(0, str(HERE.parent))
 
 import sim  # noqa: E402
+from analysis.intervals import mean_interval  # noqa: E402
 
 
 def parse_args(study: str, doc: str, *, seeds: int, llm_seeds: int = 1) -> argparse.Namespace:
@@ -109,40 +109,37 @@ def run_cells(cells: Sequence[Cell], seeds: Iterable[int], db: str,
     return pd.DataFrame(rows)
 
 
-# Two-sided 95% Student t quantiles for 1..30 degrees of freedom (beyond: the normal 1.96).
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-
-def ci95(values: pd.Series) -> float:
-    """Half-width of the 95% t confidence interval of the mean (0 for a single value)."""
-    v = pd.to_numeric(values, errors="coerce").dropna()
-    n = len(v)
-    if n < 2:
-        return 0.0
-    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
-    return float(t * v.std(ddof=1) / math.sqrt(n))
-
-
 def summarise(frame: pd.DataFrame, by: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
-    """Mean and 95% CI half-width of each metric per group: columns `m_mean`, `m_ci`, plus `n` (runs)."""
-    frame = frame.copy()
-    for m in metrics:
-        frame[m] = pd.to_numeric(frame[m], errors="coerce")
-    groups = frame.groupby(list(by), sort=False, dropna=False)
-    out = groups.size().rename("n").to_frame()
-    for m in metrics:
-        out[f"{m}_mean"] = groups[m].mean()
-        out[f"{m}_ci"] = groups[m].agg(ci95)
-    return out.reset_index()
+    """Mean and 95% interval of each metric per group: columns `m_mean`, `m_lo`, `m_hi`, plus `n` (runs).
+
+    The interval is `analysis.intervals.mean_interval`'s (Wilson for 0/1 values, else a percentile bootstrap),
+    so it never leaves the metric's range; a single run has none (lo = hi = mean here, drawn without a bar).
+    """
+    rows = []
+    for key, part in frame.groupby(list(by), sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        row: dict[str, Any] = {**dict(zip(by, key)), "n": len(part)}
+        for m in metrics:
+            ci = mean_interval(pd.to_numeric(part[m], errors="coerce").tolist())
+            mean = ci["mean"] if ci["mean"] is not None else float("nan")
+            row.update({f"{m}_mean": mean, f"{m}_lo": ci["lo"] if ci["lo"] is not None else mean,
+                        f"{m}_hi": ci["hi"] if ci["hi"] is not None else mean})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def err(summary: pd.DataFrame, metric: str) -> list[list[float]]:
+    """Asymmetric error bars (below, above the mean) of `metric` for matplotlib's `yerr`."""
+    mean = summary[f"{metric}_mean"]
+    return [(mean - summary[f"{metric}_lo"]).tolist(), (summary[f"{metric}_hi"] - mean).tolist()]
 
 
 def pm_table(summary: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], digits: int = 2) -> str:
-    """The summary as text, one `mean ± ci` cell per metric."""
+    """The summary as text, one `mean [lo, hi]` cell per metric."""
     view = summary[list(by) + ["n"]].copy()
     for m in metrics:
-        view[m] = [f"{a:.{digits}f} ± {b:.{digits}f}" if pd.notna(a) else "n/a"
-                   for a, b in zip(summary[f"{m}_mean"], summary[f"{m}_ci"])]
+        view[m] = [f"{a:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]" if pd.notna(a) else "n/a"
+                   for a, lo, hi in zip(summary[f"{m}_mean"], summary[f"{m}_lo"], summary[f"{m}_hi"])]
     return view.to_string(index=False)
 
 
@@ -157,13 +154,13 @@ def finish(args: argparse.Namespace, name: str, runs: pd.DataFrame, summary: pd.
 
 
 def bars(ax: Any, summary: pd.DataFrame, x: str, hue: str | None, metric: str, title: str | None = None) -> None:
-    """Grouped bars of `metric_mean` with `metric_ci` error bars: one group per `x`, one colour per `hue`."""
+    """Grouped bars of `metric_mean` with its interval as error bars: one group per `x`, one colour per `hue`."""
     xs = list(dict.fromkeys(summary[x]))
     hues = list(dict.fromkeys(summary[hue])) if hue else [None]
     width = 0.8 / len(hues)
     for k, h in enumerate(hues):
         part = summary if h is None else summary[summary[hue] == h]
         pos = [xs.index(v) + (k - (len(hues) - 1) / 2) * width for v in part[x]]
-        ax.bar(pos, part[f"{metric}_mean"], width, yerr=part[f"{metric}_ci"], capsize=3, label=None if h is None else str(h))
+        ax.bar(pos, part[f"{metric}_mean"], width, yerr=err(part, metric), capsize=3, label=None if h is None else str(h))
     ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30, ha="right")
     ax.set_title(title or metric)

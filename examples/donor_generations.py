@@ -59,12 +59,11 @@ def main() -> None:
 
     fig, ax = plt.subplots(figsize=(8, 5))
     for mix, part in summary.groupby("mix", sort=False):
-        m, ci = part["avg_final_resources_mean"], part["avg_final_resources_ci"]
-        ax.plot(part["generation"], m, marker="o", label=mix)
-        ax.fill_between(part["generation"], m - ci, m + ci, alpha=0.15)
+        ax.plot(part["generation"], part["avg_final_resources_mean"], marker="o", label=mix)
+        ax.fill_between(part["generation"], part["avg_final_resources_lo"], part["avg_final_resources_hi"], alpha=0.15)
     ax.set_xlabel("generation")
     ax.set_ylabel("average final resources")
-    ax.set_title(f"Donor game: {n} players, {rounds} rounds a game, mean ± 95% CI over seeds")
+    ax.set_title(f"Donor game: {n} players, {rounds} rounds a game, mean and 95% bootstrap interval over seeds")
     ax.legend(fontsize=8)
     wide = summary.pivot(index="mix", columns="generation", values="avg_final_resources_mean").reindex(
         list(dict.fromkeys(summary["mix"])))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from _common import finish, parse_args, pm_table, run_cells, summarise
+from _common import err, finish, parse_args, pm_table, run_cells, summarise
 
 METRICS = ["welfare_ratio", "first_proposal_rate", "payment_rate", "welfare", "optimal_welfare"]  # final metrics of `market`
 SHOPPERS = ["optimal", "cheapest", "first"]  # scripted customers
@@ -41,7 +41,7 @@ def main() -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for who, part in summary.groupby("customers", sort=False):
         for ax, m in ((left, "welfare_ratio"), (right, "first_proposal_rate")):
-            ax.errorbar(part["bandwidth"], part[f"{m}_mean"], yerr=part[f"{m}_ci"], marker="o", capsize=3, label=who)
+            ax.errorbar(part["bandwidth"], part[f"{m}_mean"], yerr=err(part, m), marker="o", capsize=3, label=who)
     left.axhline(1.0, color="k", ls="--", lw=0.8)
     left.set(xscale="log", xlabel="search bandwidth (results per customer)", ylabel="welfare / optimal welfare",
              title="welfare against optimal")

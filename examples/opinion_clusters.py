@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from _common import finish, parse_args, pm_table, run_cells, summarise
+from _common import err, finish, parse_args, pm_table, run_cells, summarise
 
 METRICS = ["opinion_clusters", "opinion_variance", "opinion_shift"]  # final metrics of `social`
 MIXING = {"graph": "complete", "recommender": "random", "activity": 1.0, "post_rate": 1.0, "mu": 0.5,
@@ -46,7 +46,7 @@ def main() -> None:
     grid = np.linspace(min(epsilons), max(epsilons), 200)
     ax.plot(grid, 1 / (2 * grid), "k--", label="1/(2ε)")
     for who, part in summary.groupby("members", sort=False):
-        ax.errorbar(part["epsilon"], part["opinion_clusters_mean"], yerr=part["opinion_clusters_ci"],
+        ax.errorbar(part["epsilon"], part["opinion_clusters_mean"], yerr=err(part, "opinion_clusters"),
                     marker="o", capsize=3, label=f"{who} members")
     ax.set_xlabel("confidence bound ε")
     ax.set_ylabel("final opinion clusters")

@@ -131,6 +131,8 @@ class CommonsModel(SocietyModel):
         self.last_catches: dict[int, float] = {}
         self.actions = 0
         self.over_actions = 0
+        self.month_actions = 0  # this month's catch decisions, and those above the sustainable share
+        self.month_over = 0
         self.months_collapsed = 0
         self._base: Optional[dict[str, Any]] = None
         # what every fisher sees (the month's catches in all, messages, proposals, votes): one shared history in
@@ -311,7 +313,7 @@ class CommonsModel(SocietyModel):
             text = str(d.value)
             self.messages.append((d.agent_id, text))
             self.emit("message", d.agent_id, None, text=text)
-            amount = stated_limit(text)
+            amount = stated_limit(text) if self.profile.metrics >= 2 else first_stated_amount(text)
             if amount is not None:
                 proposals.append(amount)
                 self.norms.statement(d.agent_id, NORM, {"max_catch": amount}, text)
@@ -363,9 +365,11 @@ class CommonsModel(SocietyModel):
         caught = self._ration(demand)
         share = self.stock * (1 - 1 / self.config.regrowth) / len(self.agents)
         fishers = self.agent_map()
-        self.actions += len(caught)
         over = share + 1e-9
-        self.over_actions += sum([demand[aid] > over for aid in caught])
+        self.month_actions = len(caught)
+        self.month_over = sum([demand[aid] > over for aid in caught])
+        self.actions += self.month_actions
+        self.over_actions += self.month_over
         norm, c = self.norm, self.config
         if norm is None:
             for aid, amount in caught.items():
@@ -484,7 +488,10 @@ class CommonsModel(SocietyModel):
             "stock_start": self.stock_start,
             "catch_total": sum(catches),
             "catch_mean": sum(catches) / len(catches),
-            "over_usage": sum(x > share + 1e-9 for x in catches) / len(catches),
+            # GovSim's over-usage judges the catch a fisher chose (rationing is the lake's doing), each month as over
+            # the run; the first metric definitions judged this month's landed catch against the month's opening stock
+            "over_usage": (self.month_over / self.month_actions if self.month_actions else 0.0) if self.profile.metrics >= 2
+            else sum(x > share + 1e-9 for x in catches) / len(catches),
             "gain_so_far": total_gain / len(catches),
         }
 
@@ -493,7 +500,8 @@ class CommonsModel(SocietyModel):
         "stock_start": "tons in the lake at the start of this month",
         "catch_total": "tons caught by all fishers this month",
         "catch_mean": "tons caught per fisher this month",
-        "over_usage": "share of this month's catches above the sustainable share stock_start*(1-1/regrowth)/N",
+        "over_usage": "share of this month's catch decisions (the catch chosen, before rationing) above the sustainable "
+                      "share stock_start*(1-1/regrowth)/N (runs before contract 6: the landed catch)",
         "gain_so_far": "mean total catch per fisher up to this month",
     }
 
@@ -509,7 +517,9 @@ class CommonsModel(SocietyModel):
             "gain": total / len(gains),
             "total_gain": total,
             "efficiency": min(1.0, total / (c.months * c.capacity * (1 - 1 / c.regrowth))),
-            "efficiency_survived": min(1.0, total / reference) if reference > 0 else 0.0,
+            # uncapped: above 1, the fishers caught faster than the lake regrows (a collapsing run), which the cap hid
+            "efficiency_survived": (total / reference if self.profile.metrics >= 2 else min(1.0, total / reference))
+            if reference > 0 else 0.0,
             "equality": equality(gains),
             "over_usage": self.over_actions / self.actions if self.actions else 0.0,
             "stock_final": self.stock,
@@ -524,7 +534,8 @@ class CommonsModel(SocietyModel):
         "gain": "mean total catch per fisher over the run (GovSim)",
         "total_gain": "total catch of all fishers over the run",
         "efficiency": "total catch / (months x capacity x (1 - 1/regrowth)), the horizon's sustainable maximum (GovSim)",
-        "efficiency_survived": "total catch / (months survived x capacity x (1 - 1/regrowth))",
+        "efficiency_survived": "total catch / (months survived x capacity x (1 - 1/regrowth)); above 1 = caught faster "
+                               "than the lake regrows (runs before contract 6: capped at 1)",
         "equality": "1 - Gini of the fishers' total catches (GovSim)",
         "over_usage": "share of all catch decisions above the month's sustainable share (GovSim)",
         "stock_final": "tons in the lake at the end",
@@ -555,16 +566,52 @@ _LIMIT_PATTERNS = [
 ]
 
 
-def stated_limit(text: str) -> Optional[float]:
-    """The catch limit a message states, or None.
+def first_stated_amount(text: str) -> Optional[float]:
+    """How runs before contract 6 read a proposal: the first of `_LIMIT_PATTERNS` that matches anywhere wins.
 
-    A number counts only where it is phrased as an amount to catch: after "at most / no more
-    than / limit (of) / up to / cap", before "tons", or after "catch / take / propose". The
-    first pattern that matches wins, in that order. A bare number ("one of 3 fishers",
-    "month 2") states no limit.
+    Kept so those runs replay; it reads "The lake has 100 tons, so let us each catch 5." as 100.
     """
     for pattern in _LIMIT_PATTERNS:
         m = pattern.search(text)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+_NUM = r"(\d+(?:\.\d+)?)"
+_UNIT = r"(?:\s*(?:tons?|t\b))?"
+#: phrasings that make a number the amount each fisher should catch (the proposal)
+_PROPOSAL = re.compile(
+    r"(?:at most|no more than|not more than|up to|a maximum of|maximum of|max(?:imum)?|limits?(?: of| to| is| at)?|"
+    r"caps?(?: of| at| to)?|quotas?(?: of| is)?)\s*" + _NUM
+    + r"|(?:catch|catches|catching|fish|fishing|take|takes|taking|harvest|harvesting|propose|proposing|suggest|"
+    r"suggesting|keep(?: it)? to|stick to|agree (?:on|to))\s+(?:(?:only|just|about|around|roughly|each|all|"
+    r"maybe|no more than|at most)\s+)*" + _NUM
+    + r"|" + _NUM + _UNIT + r"\s+(?:each|per fisher|per person|per head|apiece|a month|per month|every month)",
+    re.I)
+_AMOUNT = re.compile(_NUM + r"\s*(?:tons?|t\b)", re.I)
+#: words that make a clause about the lake, not about what to catch ("the lake has 100 tons")
+_ABOUT_THE_LAKE = re.compile(r"\b(?:lake|stock|pond|fish population|left|remain\w*|regrow\w*|capacity|in total|"
+                             r"altogether|collapse\w*)\b", re.I)
+
+
+def stated_limit(text: str) -> Optional[float]:
+    """The catch limit a message proposes per fisher, or None.
+
+    A number counts only where it is phrased as the amount to catch: after "at most / no more than /
+    limit (of) / cap / quota", after "catch / take / fish / harvest / propose / suggest" (with "only",
+    "each", "about" between), or before "(tons) each / per fisher / apiece / a month". The first such
+    phrase in the text wins. Failing one, a bare "N tons" counts unless its clause is about the lake
+    ("lake", "stock", "left", "remaining", "capacity", ...): "The lake has 100 tons, so let us each
+    catch 5." proposes 5; "100 tons are left." proposes nothing; "month 2" is never an amount.
+    """
+    m = _PROPOSAL.search(text)
+    if m:
+        return float(next(g for g in m.groups() if g is not None))
+    for clause in re.split(r"[.;:!?,]|\b(?:so|but|and|because|then)\b", text):
+        if _ABOUT_THE_LAKE.search(clause):
+            continue
+        m = _AMOUNT.search(clause)
         if m:
             return float(m.group(1))
     return None

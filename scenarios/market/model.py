@@ -80,7 +80,8 @@ class MarketConfig(ScenarioConfig):
     latency_max: float = Field(2.0, ge=0.0, le=100.0, description="delays lie in [0, latency_max) ticks")
     llm_side: Literal["both", "customers", "businesses"] = Field(
         "both", description="with --policy llm: which side the LLM plays (the other is scripted)")
-    baseline_draws: int = Field(200, ge=1, le=100_000, description="seeded draws for the median random-match baselines")
+    baseline_draws: Optional[int] = Field(None, ge=1, le=100_000, description="seeded draws for the median random-match "
+                                          "baselines (default: 20,000, fewer past 2,000 customers, at least 200)")
 
     def data_paths(self) -> dict[str, Path]:
         folder = mdata.resolve(self.market, self.data_dir)
@@ -195,6 +196,12 @@ class MarketModel(SocietyModel):
         self.manipulated = frozenset(k for k, b in enumerate(m.businesses) if b.id in manipulated)
         self.tracked = self.manipulated | {k for k, b in enumerate(m.businesses) if b.id == m.target}
         self._optimal = measures.optimal_welfare(m, self.index)
+        # the welfare ratio's optimum: at the lowest prices the sellers may charge (profile `metrics` 2; the first
+        # definitions divided by the menu-price optimum, which a run whose businesses discount exceeds)
+        self._ratio_optimum = self._optimal
+        if self.profile.metrics >= 2:
+            self._ratio_optimum = measures.optimal_welfare_at_floor(
+                m, self.index, [b.floor_pct if b.policy == "llm" or b.strategy == "discount" else 100 for b in self.sellers])
         self.totals = dict(payments=0, met=0, first=0, rank_sum=0, proposals=0, messages=0, replies=0, influenced=0,
                            tracked=0, welfare=0.0, revenue=0.0, left=0, timed_out=0)
         self.tick_counts: dict[str, float] = {}
@@ -458,7 +465,7 @@ class MarketModel(SocietyModel):
             "text_replies": float(tc["replies"]),
             "active_customers": float(sum(not s.done for s in self.shoppers)),
             "welfare_so_far": t["welfare"],
-            "welfare_ratio_so_far": t["welfare"] / self._optimal if self._optimal else 0.0,
+            "welfare_ratio_so_far": t["welfare"] / self._ratio_optimum if self._ratio_optimum else 0.0,
             "needs_met_rate_so_far": t["met"] / n,
         }
 
@@ -472,7 +479,7 @@ class MarketModel(SocietyModel):
         "text_replies": "inquiries answered with a text reply this tick (the business sells none of the items)",
         "active_customers": "customers still shopping after this tick",
         "welfare_so_far": "total customer utility up to this tick",
-        "welfare_ratio_so_far": "welfare_so_far / optimal welfare (0 when the optimum is 0)",
+        "welfare_ratio_so_far": "welfare_so_far / optimal_welfare_at_floor (0 when the optimum is 0)",
         "needs_met_rate_so_far": "customers whose needs were met so far / customers",
     }
 
@@ -481,17 +488,19 @@ class MarketModel(SocietyModel):
         n = len(self.shoppers)
         revenues = [b.revenue for b in self.sellers]
         seed = derive_seed(self.seed, "baselines")
-        draws = self.config.baseline_draws
+        corrected = self.profile.metrics >= 2
+        draws = self.config.baseline_draws or (measures.baseline_draws(n) if corrected else 200)
         ref = (m.baselines or {}).get("pick_optimal_baseline", {}).get("constant")
-        return {
+        out = {
             "welfare": t["welfare"],
             "optimal_welfare": self._optimal,
-            "welfare_ratio": t["welfare"] / self._optimal if self._optimal else None,
+            "welfare_ratio": t["welfare"] / self._ratio_optimum if self._ratio_optimum else None,
             "reference_optimal_welfare": ref,
             "baseline_cheapest": measures.cheapest_welfare(m, self.index),
-            "baseline_any_median": measures.random_welfare_median(m, self.index, amenities=False, draws=draws, seed=seed),
+            "baseline_any_median": measures.random_welfare_median(m, self.index, amenities=False, draws=draws, seed=seed,
+                                                                  exact_stream=not corrected),
             "baseline_any_amenities_median": measures.random_welfare_median(
-                m, self.index, amenities=True, draws=draws, seed=seed + 1),
+                m, self.index, amenities=True, draws=draws, seed=seed + 1, exact_stream=not corrected),
             "needs_met_rate": t["met"] / n,
             "payment_rate": t["payments"] / n,
             "left_rate": t["left"] / n,
@@ -508,11 +517,19 @@ class MarketModel(SocietyModel):
             "customers_n": float(n),
             "businesses_n": float(len(self.sellers)),
         }
+        if corrected:
+            out["optimal_welfare_at_floor"] = self._ratio_optimum
+            out["baseline_draws"] = float(draws)
+        return out
 
     final_metric_docs = {
         "welfare": "total customer utility: sum over customers of 2 x request value (if needs met) minus payments (Magentic)",
         "optimal_welfare": "welfare if each customer paid the menu price of the cheapest business meeting items and amenities",
-        "welfare_ratio": "welfare / optimal_welfare (null when the optimum is 0)",
+        "welfare_ratio": "welfare / optimal_welfare_at_floor (null when the optimum is 0; runs before contract 6: "
+                         "welfare / optimal_welfare, above 1 when businesses discount)",
+        "optimal_welfare_at_floor": "optimal_welfare with every business that may discount (discount strategy, LLM) at its "
+                                    "lowest price (min_price_factor x menu); equals optimal_welfare when none may",
+        "baseline_draws": "the draws the random-match medians took",
         "reference_optimal_welfare": "pick_optimal_baseline from the market's baseline_utilities.json (null when absent)",
         "baseline_cheapest": "welfare if each customer paid the cheapest menu match, amenities ignored",
         "baseline_any_median": "median over seeded draws of welfare when each customer pays a random business selling every item",

@@ -286,6 +286,33 @@ def opinion_clusters(x: Sequence[float] | np.ndarray, gap: float = 0.05, min_sha
     return int((sizes >= max(1, math.ceil(min_share * x.size))).sum())
 
 
+def opinion_groups(x: Sequence[float] | np.ndarray, gap: float, width: float, major_share: float = 0.1) -> dict[str, float]:
+    """Opinion clusters as the bounded-confidence literature reports them (Deffuant et al. 2000; Lorenz 2007).
+
+    Sorted opinions are split where neighbours lie more than `gap` apart (single linkage). A group is a *formed*
+    cluster when its whole range is at most `width` (the confidence bound: every member within reach of every
+    other) and it has two members or more. Formed clusters holding at least `major_share` of the members are
+    major, the others minor; members outside every formed cluster (singletons, and spreads wider than `width`
+    that have not contracted into clusters) are unclustered. So 500 opinions still spread over [0, 1] are 0
+    clusters with everyone unclustered, not one consensus cluster.
+
+    Returns {"major": n, "minor": n, "unclustered_share": share of members}.
+    """
+    x = np.sort(np.asarray(x, dtype=float))
+    n = x.size
+    if n == 0:
+        return {"major": 0.0, "minor": 0.0, "unclustered_share": 0.0}
+    cuts = np.flatnonzero(np.diff(x) > gap)
+    starts = np.concatenate([[0], cuts + 1])
+    ends = np.concatenate([cuts + 1, [n]])
+    sizes = ends - starts
+    spans = x[ends - 1] - x[starts]
+    formed = (sizes >= 2) & (spans <= width + 1e-12)
+    major = formed & (sizes >= major_share * n)
+    return {"major": float(major.sum()), "minor": float((formed & ~major).sum()),
+            "unclustered_share": float(sizes[~formed].sum() / n)}
+
+
 def like_minded_share(reader_opinions: np.ndarray, stances: np.ndarray, threshold: float) -> Optional[float]:
     """Echo-chamber index: share of exposures (reader, item) whose stance is within `threshold` of the reader.
 

@@ -478,10 +478,16 @@ class SocialModel(SocietyModel):
         }
 
     def _opinion_metrics(self) -> dict[str, Optional[float]]:
-        x = self.opinion
-        return {"opinion_mean": float(x.mean()), "opinion_variance": float(x.var()),
-                "opinion_bimodality": M.bimodality_coefficient(x),
-                "opinion_clusters": float(M.opinion_clusters(x, self.config.cluster_gap, 0.01))}
+        x, c = self.opinion, self.config
+        out = {"opinion_mean": float(x.mean()), "opinion_variance": float(x.var()),
+               "opinion_bimodality": M.bimodality_coefficient(x)}
+        if self.profile.metrics < 2:  # the first definition: every gap-split group of >= 1% of members, however wide
+            out["opinion_clusters"] = float(M.opinion_clusters(x, c.cluster_gap, 0.01))
+            return out
+        groups = M.opinion_groups(x, c.cluster_gap, c.epsilon)
+        out.update({"opinion_clusters": groups["major"], "opinion_minor_clusters": groups["minor"],
+                    "opinion_unclustered_share": groups["unclustered_share"]})
+        return out
 
     def scenario_metrics(self) -> dict[str, Optional[float]]:
         it = self.items
@@ -525,7 +531,10 @@ class SocialModel(SocietyModel):
         "echo_chamber": "share of this tick's feed exposures whose stance is within like_minded of the reader's opinion",
         "opinion_mean": "mean opinion (0 = no, 1 = yes to the topic)", "opinion_variance": "variance of opinions (polarisation)",
         "opinion_bimodality": "Sarle's bimodality coefficient of opinions (> 5/9 suggests two camps)",
-        "opinion_clusters": "opinion clusters (sorted opinions split at gaps > cluster_gap) holding >= 1% of members",
+        "opinion_clusters": "major opinion clusters: groups of sorted opinions split at gaps > cluster_gap, no wider than "
+                            "epsilon, holding >= 10% of members (runs before contract 6: every group of >= 1%, however wide)",
+        "opinion_minor_clusters": "formed clusters (>= 2 members, no wider than epsilon) holding < 10% of members",
+        "opinion_unclustered_share": "share of members in no formed cluster: singletons and spreads wider than epsilon",
         "clustering": "every metric_every ticks and the last: mean undirected local clustering over metric_sample members",
         "degree_powerlaw_alpha": "every metric_every ticks: discrete MLE exponent of the total-degree tail (Clauset et al. 2009)",
         "degree_powerlaw_ks": "every metric_every ticks: KS distance of that fit (goodness of fit; smaller is better)",
@@ -582,7 +591,10 @@ class SocialModel(SocietyModel):
         "echo_chamber": "share of all feed exposures over the run whose stance was within like_minded of the reader",
         "opinion_mean": "final mean opinion", "opinion_variance": "final opinion variance (polarisation)",
         "opinion_bimodality": "final Sarle bimodality coefficient",
-        "opinion_clusters": "final number of opinion clusters holding >= 1% of members",
+        "opinion_clusters": "final number of major opinion clusters (see the tick metric; runs before contract 6: "
+                            "groups of >= 1% of members, however wide)",
+        "opinion_minor_clusters": "final number of minor opinion clusters",
+        "opinion_unclustered_share": "final share of members in no formed cluster (1 = a spread, not a consensus)",
         "opinion_shift": "mean absolute change of a member's opinion from start to end",
         "post_rate_after_upvoted": "share of judged posts with >= 1 upvote after which the author's next active tick was a post",
         "post_rate_after_ignored": "same after posts with no vote and no reply",

@@ -168,7 +168,8 @@ def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[st
     if as_json:
         print(cells.to_json(orient="records"))
         return
-    out.print(f"[bold]sweep {frame.attrs['sweep_id']}[/]: {len(frame)} runs, mean [95% CI] over seeds"
+    out.print(f"[bold]sweep {frame.attrs['sweep_id']}[/]: {len(frame)} runs, mean [95% interval] over seeds "
+              "(Wilson for 0/1 rates, else a percentile bootstrap)"
               + ("" if len(frame) else " (no run of it is stored yet)"), soft_wrap=True)
     table = Table()
     cols = list(keys) + ["n"] + [c[:-5] for c in cells.columns if c.endswith("_mean")]

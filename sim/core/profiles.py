@@ -38,6 +38,12 @@ class DecisionProfile:
     quoted_text: bool = False
     #: memory lines name the scenario's own unit of time ("round 3", "tick 3"), not "month" in every scenario
     tick_noun: bool = False
+    #: the metric definitions: 1 = as first written; 2 = as corrected against the papers (issue 24): Perolat's four
+    #: over material payoffs, not shaped rewards; the fishery's proposal read from the amount to catch (not the first
+    #: "N tons"), over-usage of the demanded catch every month, efficiency over months survived uncapped; the
+    #: market's welfare ratio against the optimum at the lowest prices the sellers may charge; opinion clusters as
+    #: major/minor clusters (docs/metrics.md lists every change)
+    metrics: int = 1
 
 
 PROFILES: dict[int, DecisionProfile] = {
@@ -51,6 +57,8 @@ PROFILES: dict[int, DecisionProfile] = {
                        compact_prompt=True),
     5: DecisionProfile(5, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
                        compact_prompt=True, quoted_text=True, tick_noun=True),
+    6: DecisionProfile(6, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
+                       compact_prompt=True, quoted_text=True, tick_noun=True, metrics=2),
 }
 VERSIONS = tuple(PROFILES)
 #: the decision contract new runs are made under

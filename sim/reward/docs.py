@@ -12,9 +12,9 @@ from typing import Any
 
 #: metrics the base adds to every scenario's tick, and what they mean
 BASE_TICK_DOCS: dict[str, str] = {
-    "perolat_efficiency": "Perolat U so far: sum of all rewards / ticks elapsed",
-    "perolat_equality": "Perolat E so far: 1 - Gini of the agents' summed rewards",
-    "perolat_sustainability": "Perolat S so far: mean tick (1-based) at which agents got positive rewards",
+    "perolat_efficiency": "Perolat U so far: sum of all material payoffs / ticks elapsed (runs before contract 6: shaped rewards)",
+    "perolat_equality": "Perolat E so far: 1 - Gini of the agents' summed payoffs",
+    "perolat_sustainability": "Perolat S so far: mean tick (1-based) at which agents got positive payoffs",
     "perolat_peace": "Perolat P so far: mean number of agents not sanctioned per tick",
     "norm_statements": "norms stated this tick",
     "norm_adoptions": "norms put in force this tick (e.g. by a vote)",
@@ -24,9 +24,9 @@ BASE_TICK_DOCS: dict[str, str] = {
 }
 #: metrics the base adds to every run's final summary
 BASE_FINAL_DOCS: dict[str, str] = {
-    "perolat_efficiency": "Perolat U (2017): sum of all agents' rewards over the run / ticks",
-    "perolat_equality": "Perolat E: 1 - Gini of the agents' total rewards",
-    "perolat_sustainability": "Perolat S: mean over agents of the average tick (1-based) of their positive rewards",
+    "perolat_efficiency": "Perolat U (2017): sum of all agents' material payoffs over the run / ticks (runs before contract 6: shaped rewards)",
+    "perolat_equality": "Perolat E: 1 - Gini of the agents' total payoffs",
+    "perolat_sustainability": "Perolat S: mean over agents of the average tick (1-based) of their positive payoffs",
     "perolat_peace": "Perolat P: mean number of agents not sanctioned per tick",
     "norm_statements": "norms stated over the whole run",
     "norm_adoptions": "norms put in force over the whole run",

@@ -335,7 +335,8 @@ class SocietyModel(mesa.Model):
         rewards = self.reward_layer.rewards(payoffs)
         sanctioned = len(self.norms.sanctioned())
         self.perolat.n_agents = len(self.agents)
-        self.perolat.update(rewards, sanctioned)
+        # Perolat's four are over the material payoffs (profile `metrics` 2); the first profiles took the shaped rewards
+        self.perolat.update(payoffs if self.profile.metrics >= 2 else rewards, sanctioned)
         norm_counts = self.norms.tick_counts()
         self.events.extend(self.norms.flush())
         metrics = dict(self.scenario_metrics())
