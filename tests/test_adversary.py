@@ -82,6 +82,17 @@ def test_commands_that_need_runs_never_make_a_store(tmp_path, command):
     assert not missing.exists()
 
 
+def test_a_plain_file_path_is_a_sqlite_store(tmp_path):
+    """`--db study.db` (no sqlite:/// in front) was refused as an unparsable URL; it is the SQLite file."""
+    path = tmp_path / "study.db"
+    made = cli_json("run", "commons", "--set", "months=2", db=str(path))
+    assert path.is_file()
+    listed = cli("list", db=str(path))
+    assert listed.returncode == 0 and made["run_id"] in listed.stdout
+    one_line_error(cli("list", db=str(tmp_path / "missing.db")), "no store")
+    assert not (tmp_path / "missing.db").exists()
+
+
 def test_a_database_without_runs_is_not_turned_into_a_store(tmp_path):
     path = tmp_path / "other.db"
     conn = sqlite3.connect(path)

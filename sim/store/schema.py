@@ -34,7 +34,12 @@ DEFAULT_URL = "sqlite:///runs.db"
 
 def default_url(url: Optional[str] = None) -> str:
     """The store URL: `url`, else $SOCIETAS_DB, else runs.db in the current directory (the CLI, the API, the app)."""
-    return url or os.environ.get("SOCIETAS_DB") or DEFAULT_URL
+    return as_url(url or os.environ.get("SOCIETAS_DB") or DEFAULT_URL)
+
+
+def as_url(url: str) -> str:
+    """A database URL; a bare file path (`runs.db`, `/data/study.db`: no `scheme://`) is a SQLite file."""
+    return url if "://" in url or url.startswith("sqlite:") else "sqlite:///" + os.path.expanduser(url)
 
 
 def absolute_url(url: str) -> str:

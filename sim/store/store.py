@@ -25,7 +25,7 @@ from sim.core.interrupts import shielded
 from sim.core.records import StepColumns, TickRecord
 from sim.core.spec import RunSpec
 from sim.store.encoding import dumps, json_safe
-from sim.store.schema import make_engine
+from sim.store.schema import as_url, make_engine
 from sim.store.snapshots import TickSnapshot
 from sim.store.tables import RUN_STATUSES, AgentStep, EventRow, LLMCall, Run, SweepRow, Tick, utc_now
 
@@ -53,6 +53,7 @@ class Store:
     """Reads and writes runs; every tick is committed in one transaction."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
+        url = as_url(url)  # a bare file path is a SQLite file
         self.url = url
         self.engine = make_engine(url, create=create)
         mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
