@@ -12,10 +12,10 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.intervals import mean_interval
+from sim.reward.intervals import mean_interval
 
 def mean_ci(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and 95% interval of the finite values (`analysis.intervals.mean_interval`: Wilson for 0/1 values, else a
+    """Mean and 95% interval of the finite values (`sim.reward.intervals.mean_interval`: Wilson for 0/1 values, else a
     percentile bootstrap, so never past the metric's bounds; one value: no interval)."""
     return mean_interval(values)
 

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from analysis.intervals import mean_interval
+from sim.reward.intervals import mean_interval
 from sim.core.errors import UsageError
 from sim.store.store import Store
 from sim.store.tables import Run
@@ -47,7 +47,7 @@ def sweep_frame(store: Store, sweep_id: str) -> tuple[pd.DataFrame, list[str]]:
 
 def cell_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Optional[Sequence[str]] = None) -> pd.DataFrame:
     """Per cell (grid combination), over the runs that ended: n, and `<metric>_mean/_lo/_hi` (the 95% interval of
-    `analysis.intervals.mean_interval`: Wilson for 0/1 values, else a percentile bootstrap of the mean).
+    `sim.reward.intervals.mean_interval`: Wilson for 0/1 values, else a percentile bootstrap of the mean).
 
     A cell with one run has no interval (lo/hi NaN); a metric that is null in every run is NaN.
     """

@@ -23,7 +23,7 @@ if (HERE.parent / "sim" / "api.py").is_file():  # run from a checkout: use its c
     sys.path.insert(0, str(HERE.parent))
 
 import sim  # noqa: E402
-from analysis.intervals import mean_interval  # noqa: E402
+from sim.reward.intervals import mean_interval  # noqa: E402
 
 
 def parse_args(study: str, doc: str, *, seeds: int, llm_seeds: int = 1) -> argparse.Namespace:
@@ -112,7 +112,7 @@ def run_cells(cells: Sequence[Cell], seeds: Iterable[int], db: str,
 def summarise(frame: pd.DataFrame, by: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
     """Mean and 95% interval of each metric per group: columns `m_mean`, `m_lo`, `m_hi`, plus `n` (runs).
 
-    The interval is `analysis.intervals.mean_interval`'s (Wilson for 0/1 values, else a percentile bootstrap),
+    The interval is `sim.reward.intervals.mean_interval`'s (Wilson for 0/1 values, else a percentile bootstrap),
     so it never leaves the metric's range; a single run has none (lo = hi = mean here, drawn without a bar).
     """
     rows = []

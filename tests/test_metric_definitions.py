@@ -12,7 +12,7 @@ import pytest
 
 from agents.scripted import ScriptedBackend
 from analysis import compare as cmp
-from analysis.intervals import mean_interval
+from sim.reward.intervals import mean_interval
 from scenarios.commons.model import CommonsConfig, CommonsModel, first_stated_amount, stated_limit
 from scenarios.market import data as mdata
 from scenarios.market import measures

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from analysis.intervals import mean_interval
+from sim.reward.intervals import mean_interval
 from analysis.sweeps import cell_table, sweep_frame
 from conftest import cli, cli_json
 from sim.core.errors import UsageError

@@ -35,6 +35,7 @@ from sim.tick.model import SocietyModel
 from sim.core.spaces import Choice, Number, Text
 from scenarios.commons import templates as tpl
 from scenarios.commons.strategies import STRATEGIES, sustainable_share
+from scenarios.commons.probes import PROBES
 
 StrategyName = Literal["sustainable", "greedy", "fixed", "random", "conditional"]
 NORM = "catch_limit"
@@ -108,6 +109,7 @@ class CommonsModel(SocietyModel):
     Config = CommonsConfig
     horizon_field = "months"
     strategies = STRATEGIES
+    probes = PROBES  # validity probes (`societas probe`): sim.tick.probe
     default_strategy = "sustainable"
     tick_noun = "month"
     #: read as the months go (fishers, strategy, disposition and start_fraction shape the world at its start)

@@ -33,6 +33,7 @@ from sim.tick.model import SocietyModel
 from sim.core.spaces import Choice, Number, Text
 from scenarios.donor import templates as tpl
 from scenarios.donor.strategies import STRATEGIES
+from scenarios.donor.probes import PROBES
 
 StrategyName = Literal["fixed", "defector", "image", "punisher", "random"]
 NORM = "reciprocity"  # the norm a costly punishment enforces (norm.sanction events)
@@ -107,6 +108,7 @@ class DonorModel(SocietyModel):
     Config = DonorConfig
     horizon_field = "total_rounds"
     strategies = STRATEGIES
+    probes = PROBES  # validity probes (`societas probe`): sim.tick.probe
     default_strategy = "fixed"
     tick_noun = "round"
     #: read as the rounds go (agents, rounds, the first generation's strategy and parameters, and the

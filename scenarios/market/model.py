@@ -36,6 +36,7 @@ from scenarios.market import templates as tpl
 from scenarios.market.data import Business, Customer, Market
 from scenarios.market.search import ALGORITHMS, SearchIndex
 from scenarios.market.strategies import BUSINESS_STRATEGIES, CUSTOMER_STRATEGIES, LEAVE, STRATEGIES, WAIT, inquiry
+from scenarios.market.probes import PROBES
 from sim.core.contracts import Decision, DecisionRequest
 from sim.core.rng import derive_seed
 from sim.core.spaces import Choice, Number, Text
@@ -163,6 +164,7 @@ class MarketModel(SocietyModel):
     Config = MarketConfig
     horizon_field = "max_steps"
     strategies = STRATEGIES
+    probes = PROBES  # validity probes (`societas probe`): sim.tick.probe
     default_strategy = "optimal"
     tick_noun = "round"
     #: read as the ticks go (the market, its customers, businesses, roles and latencies are built at the start)
@@ -427,13 +429,25 @@ class MarketModel(SocietyModel):
                 arrived.append((s, p))
         arrived.sort(key=lambda sp: (sp[0].unique_id, sp[1].arrival, sp[1].search_rank))
         for s, p in arrived:
-            p.rank = len(s.proposals) + 1
-            p.option = self._label(s, p)
-            s.proposals.append(p)
+            self._receive(s, p)
             self.emit("proposal", self.sellers[p.business].unique_id, s.unique_id, business=self.market.businesses[p.business].id,
                       items=p.items, total=p.total, arrival_rank=p.rank)
         self.tick_counts["proposals"] += len(arrived)
         self.totals["proposals"] += len(arrived)
+
+    def _receive(self, s: Shopper, p: Proposal) -> None:
+        """`p` reaches `s`: ranked by arrival, labelled as the pay choice shows it."""
+        p.rank = len(s.proposals) + 1
+        p.option = self._label(s, p)
+        s.proposals.append(p)
+
+    def offer(self, s: Shopper, business: int, prices: dict[str, float], *, full: bool, amenities: bool) -> Proposal:
+        """Hand `s` a proposal from `business` at `prices` (item -> unit price), arriving after those it holds
+        (the validity probe builds its matched offers with it)."""
+        p = Proposal(business, dict(prices), round(sum(prices.values()), 2), float(len(s.proposals) + 1),
+                     len(s.proposals) + 1, full=full, amenities=amenities)
+        self._receive(s, p)
+        return p
 
     def _label(self, s: Shopper, p: Proposal) -> str:
         """The proposal's option in the customer's pay choice: the business name (on one line, quotes and role markers

@@ -39,6 +39,7 @@ from scenarios.social import templates as tpl
 from scenarios.social.graph import GENERATED, MAX_COMPLETE, build_graph, edgelist_nodes
 from scenarios.social.items import Items
 from scenarios.social.strategies import STRATEGIES
+from scenarios.social.probes import PROBES
 
 StrategyName = Literal["engaged", "lurker", "broadcaster", "random"]
 VERBS = ("comment", "upvote", "downvote", "follow", "unfollow")
@@ -133,6 +134,7 @@ class SocialModel(SocietyModel):
     Config = SocialConfig
     horizon_field = "ticks"
     strategies = STRATEGIES
+    probes = PROBES  # validity probes (`societas probe`): sim.tick.probe
     default_strategy = "engaged"
     tick_noun = "tick"
     #: read as the ticks go (members, the graph, forums, interests, activity and strategies are built at the start)

@@ -1,4 +1,4 @@
-"""`societas run`, `resume` and `fork`: commands that run a scenario and store it."""
+"""`societas run`, `resume`, `fork` and `probe`: commands that run a scenario (or its validity probes) and store it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from scenarios.registry import get_scenario
 from sim.cli.app import DbOption, JsonOption, app, fmt, open_store, out, with_progress
 from sim.runner.backends import preflight
 from sim.runner.config import build_spec, parse_sets
+from sim.runner.probing import DEFAULT_SEEDS, ProbeReport, plan_probes, run_probes
 from sim.runner.resume import fork_run, resume_run
 from sim.runner.execution import RunResult, execute, horizon
 
@@ -34,13 +35,7 @@ def run(
     as_json: bool = JsonOption,
 ) -> None:
     """Run a scenario and store it; prints a summary (or one JSON object with --json)."""
-    llm_over: dict[str, Any] = {}
-    if model:
-        llm_over.update(provider="local", model=model)
-    if llm:
-        llm_over.update(provider="langchain", cls=llm)
-    if llm_arg:
-        llm_over["args"] = parse_sets(llm_arg, "--llm-arg")
+    llm_over = _llm_overrides(model, llm, llm_arg)
     spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
                       policy=policy, ticks=ticks, llm=llm_over)
     preflight(spec)  # a model or chat class that cannot be used is bad input: refused before any write
@@ -114,3 +109,60 @@ def fork(
     result = with_progress("fork", as_json, lambda progress: fork_run(store, run_id, at, set_, progress=progress),
                            resume_hint=True)
     _report("fork", result, as_json, db)
+
+
+def _llm_overrides(model: Optional[str], llm: Optional[str], llm_arg: list[str]) -> dict[str, Any]:
+    """The LLM settings the --model / --llm / --llm-arg flags give."""
+    over: dict[str, Any] = {}
+    if model:
+        over.update(provider="local", model=model)
+    if llm:
+        over.update(provider="langchain", cls=llm)
+    if llm_arg:
+        over["args"] = parse_sets(llm_arg, "--llm-arg")
+    return over
+
+
+@app.command()
+def probe(
+    scenario: str = typer.Argument(..., help="registered scenario name, or your own class (path/to/file.py:Class)"),
+    name: list[str] = typer.Option([], "--probe", help="run only this probe (repeatable; default: all the scenario has)"),
+    seeds: int = typer.Option(DEFAULT_SEEDS, "--seeds", help="matched seeds per level (2..10,000)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML file of config fields (and seed, policy, llm)"),
+    set_: list[str] = typer.Option([], "--set", help="override a config field: key=value (repeatable)"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="the first seed (default 0)"),
+    policy: Optional[str] = typer.Option("llm", "--policy", help="who decides: llm (default) or scripted"),
+    model: Optional[str] = typer.Option(None, "--model", help="local model: a model directory or .gguf file (default: embedded SmolLM2)"),
+    llm: Optional[str] = typer.Option(None, "--llm", help="a LangChain chat model class, module:Class"),
+    llm_arg: list[str] = typer.Option([], "--llm-arg", help="constructor argument for --llm: key=value (repeatable)"),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Does a decision respond to what the paper's finding depends on? Matched requests that differ in one variable
+    (the stock, the recipient's last gift, a price, a post's distance), answered by the study's backend; per probe the
+    mean response at each level and the effect (last level minus first, paired by seed) with a 95% interval."""
+    spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
+                      policy=policy, llm=_llm_overrides(model, llm, llm_arg))
+    preflight(spec)
+    _, probes, _ = plan_probes(spec, name, seeds)  # bad input: one line, before the bar and the store
+    store = open_store(db)
+    report: ProbeReport = with_progress(f"probe {scenario}", as_json,
+                                        lambda progress: run_probes(spec, store, names=name, seeds=seeds, progress=progress),
+                                        total=len(probes))
+    if as_json:
+        print(json.dumps(report.to_json()))
+        return
+    table = Table(title=f"{scenario} validity probes ({report.policy}, {seeds} seeds per level) — run {report.run_id}")
+    for col in ("probe", "variable: levels", "mean response at each level", "effect [95% interval]", "responds?"):
+        table.add_column(col)
+    for r in report.results:
+        interval = f"[{fmt(r.lo)}, {fmt(r.hi)}]" if r.lo is not None else ""
+        verdict = "yes" if r.responds else ("no (never changed)" if not r.varied else "no")
+        table.add_row(r.name, f"{r.variable}: {', '.join(fmt(x) for x in r.levels)}",
+                      f"{r.response}: {', '.join(fmt(m) for m in r.means)}", f"{fmt(r.effect)} {interval}", verdict)
+    out.print(table)
+    for r in report.results:
+        out.print(f"{r.name}: {r.finding}" + (f"; {r.fallbacks} answers could not be parsed (the default was used)"
+                                              if r.fallbacks else ""), soft_wrap=True, highlight=False)
+    out.print(f"stored in {store.url} — see: societas show {report.run_id}" + (f" --db {db}" if db else ""), soft_wrap=True)
+

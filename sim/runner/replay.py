@@ -13,6 +13,7 @@ from sim.runner.config import validate_config
 from sim.runner.data import DATA_KEY, changed_data
 from sim.runner.execution import RunFailed, execute
 from sim.runner.plans import FreshRun, config_schedule
+from sim.runner.probing import refuse_probe_run
 from sim.store.snapshots import diff_ticks
 from sim.store.store import Store
 
@@ -29,6 +30,7 @@ def replay_run(store: Store, run_id: str, *, backends: Optional[Mapping[str, Bac
     from the cache.
     """
     original = store.get_run(run_id)
+    refuse_probe_run(original, "replay")
     spec = RunSpec.model_validate(original.spec)
     finished = original.status in ("finished", "collapsed")
     incomplete = None if finished else f"{original.status}{': ' + original.reason if original.reason else ''}, {original.ticks} ticks stored"

@@ -21,6 +21,7 @@ from sim.runner.config import RESERVED, deep_merge, parse_sets, validate_config
 from sim.runner.data import DATA_KEY, check_data
 from sim.runner.plans import Continuation, Schedule, config_schedule
 from sim.runner.execution import Progress, RunResult, execute, horizon
+from sim.runner.probing import refuse_probe_run
 from sim.store.liveness import owner_alive
 from sim.store.store import Store
 from sim.store.tables import Run
@@ -52,6 +53,7 @@ def resume_run(store: Store, run_id: str, *, force: bool = False, progress: Opti
 
     `llm_factory` supplies the LLM for the live part (a Ray sweep's shared model actor)."""
     run = store.get_run(run_id)
+    refuse_probe_run(run, "resume")
     why = resumable(run)
     if why and not (force and run.status == "running"):
         raise UsageError(why)
@@ -99,6 +101,7 @@ def fork_spec(store: Store, parent: Run, at: int, sets: list[str]) -> tuple[RunS
 def fork_run(store: Store, parent_id: str, at: int, sets: list[str], *, progress: Optional[Progress] = None) -> RunResult:
     """A new run identical to `parent_id` up to tick `at` (replayed, checked, copied), then under the changed config."""
     parent = store.get_run(parent_id)
+    refuse_probe_run(parent, "fork")
     spec, schedule = fork_spec(store, parent, at, sets)
     cls = get_scenario(spec.scenario)
     check_data((parent.versions or {}).get(DATA_KEY), validate_config(cls.Config, parent.spec["config"]))

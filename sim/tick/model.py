@@ -28,6 +28,7 @@ from sim.core.spaces import Space
 from sim.core.text import quote
 from sim.reward.docs import metric_docs
 from sim.reward.metrics import PerolatTracker
+from sim.tick.probe import Probe
 from sim.reward.norms import NormLedger
 from sim.reward.rewards import RewardLayer, describe_feedback
 from sim.tick.broker import DecisionBroker
@@ -46,6 +47,8 @@ class SocietyModel(mesa.Model):
     Config: ClassVar[type[ScenarioConfig]] = ScenarioConfig
     horizon_field: ClassVar[str] = ""
     strategies: ClassVar[Mapping[str, Strategy]] = {}
+    #: validity probes (`societas probe`, sim.tick.probe): matched requests that differ in one variable
+    probes: ClassVar[tuple[Probe, ...]] = ()
     default_strategy: ClassVar[str] = ""
     #: per-tick metrics (the `ticks` table): name -> one line saying what it measures
     tick_metric_docs: ClassVar[Mapping[str, str]] = {}

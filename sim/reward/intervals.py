@@ -1,7 +1,7 @@
 """95% intervals of a metric's mean across runs that never leave the metric's bounds.
 
-One definition for the study tables (`societas show --sweep`), the app's Compare page and the
-examples. A t interval (mean ± t·sd/√n) runs past a bounded metric's range on few seeds (a
+One definition for the study tables (`societas show --sweep`), the app's Compare page, the
+examples and the validity probes (`societas probe`). A t interval (mean ± t·sd/√n) runs past a bounded metric's range on few seeds (a
 survival rate of 0.80 ± 0.56; donor resources down to −120), so:
 
 - **Wilson score interval** when every value is 0 or 1 (a rate over runs: collapsed, survived),

@@ -1,0 +1,31 @@
+"""The donor game's validity probe: does a donation respond to the recipient's reputation (indirect reciprocity)?"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from sim.core.contracts import DecisionRequest
+from sim.tick.probe import Probe, enter_first_tick
+
+
+def _recipient_gave(model: Any, level: float) -> Optional[DecisionRequest]:
+    """Round 1 of game 1: the lowest-id donor's recipient is shown having given `level` of its resources to a
+    third player (its only trace step); the donor's donate request. The LLM donors' strategy-writing step is
+    skipped: the probe asks about one decision."""
+    enter_first_tick(model)
+    donor = min((a for a in model.agents if a.unique_id in model.pairs), key=lambda a: a.unique_id)
+    recipient = model.pairs[donor.unique_id]
+    third = min(a.unique_id for a in model.agents if a.unique_id not in (donor.unique_id, recipient.unique_id))
+    recipient.actions.clear()
+    recipient.actions.append((0, "give", float(level), float(level) * model.config.endowment, third))
+    return model.observe(donor, "donate")
+
+
+GIFT_BY_REPUTATION = Probe(
+    name="gift_by_reputation", variable="share the recipient gave last", levels=(0.0, 0.25, 0.5),
+    response="share of resources given",
+    finding="donors give more to recipients who gave (Vallinder & Hughes 2024: indirect reciprocity)",
+    situate=_recipient_gave, measure=lambda value, request: float(value) / 100.0, config={"punishment": False},
+)
+
+PROBES = (GIFT_BY_REPUTATION,)
