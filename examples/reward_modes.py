@@ -4,9 +4,10 @@ Coopetition-Gym's reward modes on the GovSim fishery: `private` r_i = own payoff
 r_i = own + λ x the others' mean payoff; `cooperative` r_i = the group's mean payoff. The
 payoff (the catch) is the same in every mode; what changes is the reward an agent is told.
 
-Scripted fishers do not read their reward, so with them only the reward-based figures move
-(Perolat's efficiency U and equality E); their catches, survival and catch equality are the same
-in every mode, which is the control. The behavioural question, whether being rewarded for the
+Scripted fishers do not read their reward, so with them every figure is the same in every mode,
+which is the control: their catches, survival and catch equality, and Perolat's efficiency U and
+equality E, which are over the material payoffs (runs before decision contract 6 computed them over
+the shaped rewards, so U doubled under integrated λ = 1 with the same catches; docs/metrics.md). The behavioural question, whether being rewarded for the
 group changes how much agents fish, is asked with `--llm`: LLM fishers read their reward.
 
     python examples/reward_modes.py           # 3 sustainable + 2 random fishers, 4 modes, 5 seeds (seconds)
@@ -21,7 +22,7 @@ import pandas as pd
 
 from _common import bars, finish, parse_args, pm_table, run_cells, summarise
 
-# Final metrics of `commons`: the catch-based GovSim figures and the reward-based Perolat ones.
+# Final metrics of `commons`: the GovSim figures and Perolat's (both over the catches, the material payoff).
 METRICS = ["survival_time", "gain", "equality", "over_usage", "perolat_efficiency", "perolat_equality"]
 MODES = [("private", {"reward_mode": "private"}),
          ("integrated λ=0.5", {"reward_mode": "integrated", "lam": 0.5}),
@@ -46,7 +47,7 @@ def main() -> None:
     for ax, m in zip(axes.flat, METRICS):
         bars(ax, summary, "reward", "fishers", m)
     axes.flat[0].legend(fontsize=8)
-    fig.suptitle("Commons reward modes: catch-based (GovSim) and reward-based (Perolat) figures, mean ± 95% CI")
+    fig.suptitle("Commons reward modes: GovSim and Perolat figures (over payoffs), mean and 95% interval")
     fig.tight_layout()
     finish(args, "rewards", runs, summary, fig, pm_table(summary, ["fishers", "reward"], METRICS))
 

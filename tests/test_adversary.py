@@ -282,7 +282,7 @@ def test_an_empty_sweep_is_shown_with_its_title_on_one_line(tmp_path, db_url):
     conn.close()
     proc = cli("show", "--sweep", sid, db=db_url, columns=80)
     assert proc.returncode == 0, proc.stderr
-    assert f"sweep {sid}: 0 runs, mean [95% CI] over seeds (no run of it is stored yet)" in proc.stdout
+    assert f"sweep {sid}: 0 runs, mean [95% interval] over seeds (no run of it is stored yet)" in proc.stdout
 
 
 # ----- forks that say what ran ------------------------------------------------------------------------------

@@ -168,8 +168,7 @@ def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[st
     if as_json:
         print(cells.to_json(orient="records"))
         return
-    out.print(f"[bold]sweep {frame.attrs['sweep_id']}[/]: {len(frame)} runs, mean [95% interval] over seeds "
-              "(Wilson for 0/1 rates, else a percentile bootstrap)"
+    out.print(f"[bold]sweep {frame.attrs['sweep_id']}[/]: {len(frame)} runs, mean [95% interval] over seeds"
               + ("" if len(frame) else " (no run of it is stored yet)"), soft_wrap=True)
     table = Table()
     cols = list(keys) + ["n"] + [c[:-5] for c in cells.columns if c.endswith("_mean")]
@@ -182,6 +181,9 @@ def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[st
             vals.append("—" if m != m else f"{m:.4g} [{lo:.4g}, {hi:.4g}]" if lo == lo else f"{m:.4g}")
         table.add_row(*vals)
     out.print(table)
+    if len(cells):
+        out.print("intervals: Wilson for 0/1 rates, else a percentile bootstrap of the mean (never past a metric's range)",
+                  soft_wrap=True, highlight=False)
 
 
 def show_compare(run_id: str, db: Optional[str], as_json: bool) -> None:
