@@ -2,7 +2,8 @@
 
 A scenario class may declare `reference = {metric: {"value": x, "source": "..."}}` (e.g. the
 MoltBook figures of the social scenario; a `(value, source)` pair or a bare value also works);
-`comparison_rows` pairs each with the run's final value.
+`comparison_rows` pairs each with the run's final value. An entry's `set_by` says whether the run's figure is
+an input (set by a config field) or emerges from what the agents do: only an emergent figure tests the model.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ def comparison_rows(scenario: str, final_metrics: Mapping[str, Optional[float]])
     reference = getattr(REGISTRY.get(scenario), "reference", None) or {}
     rows = []
     for metric, entry in reference.items():
+        set_by = ""
         if isinstance(entry, dict):
             published, source = entry.get("value", entry.get("published")), str(entry.get("source", ""))
+            set_by = str(entry.get("set_by", ""))
         elif isinstance(entry, (tuple, list)):
             published, source = entry[0], str(entry[1]) if len(entry) > 1 else ""
         else:
             published, source = entry, ""
         value = final_metrics.get(metric)
         difference = None if value is None or published is None else float(value) - float(published)
-        rows.append({"metric": metric, "value": value, "published": published, "difference": difference, "source": source})
+        rows.append({"metric": metric, "value": value, "published": published, "difference": difference, "source": source,
+                     "set_by": set_by})
     return rows

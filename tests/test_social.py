@@ -282,6 +282,20 @@ def test_moltbook_config_runs_and_compares_with_the_published_values(store):
     assert math.isfinite(dup["difference"])
 
 
+def test_the_moltbook_config_lands_its_emergent_figures_near_the_published_ones(store):
+    """Calibrated (scripted, seed 0): each figure that emerges within 15% of MoltBook's; reciprocity named an input."""
+    from analysis.reference import comparison_rows
+
+    r = execute(build_spec("social", config_file="scenarios/social/configs/moltbook.yaml"), store)
+    rows = {row["metric"]: row for row in comparison_rows("social", r.metrics)}
+    assert rows["reciprocity"]["set_by"].startswith("input")
+    emergent = [m for m, row in rows.items() if row["set_by"] == "emerges"]
+    assert sorted(emergent) == ["comment_depth_mean", "duplicate_share", "participation_gini_authors"]
+    for m in emergent:
+        assert abs(rows[m]["difference"]) <= 0.15 * rows[m]["published"], (m, rows[m])
+    assert abs(rows["reciprocity"]["difference"]) <= 0.15 * 0.197
+
+
 @pytest.mark.slow
 def test_llm_community_runs_valid_and_replays(store):
     """20 LLM members on the embedded model: valid actions, posts stored as events with stances, replay matches."""

@@ -146,10 +146,13 @@ class SocialModel(SocietyModel):
 
     #: published values for a real network of AI agents, shown beside a run's (see analysis/reference.py)
     reference: ClassVar[dict[str, dict[str, Any]]] = {
-        "reciprocity": {"value": 0.197, "source": "MoltBook, arXiv 2602.10131"},
-        "comment_depth_mean": {"value": 1.07, "source": "MoltBook, arXiv 2602.10131"},
-        "duplicate_share": {"value": 0.341, "source": "MoltBook, arXiv 2602.10131 (34.1% exact duplicates)"},
-        "participation_gini_authors": {"value": 0.84, "source": "MoltBook, arXiv 2603.16128 (Reddit: 0.47)", "reddit": 0.47},
+        "reciprocity": {"value": 0.197, "source": "MoltBook, arXiv 2602.10131",
+                        "set_by": "input: the seeded graph's follow_back (follows during the run move it a little)"},
+        "comment_depth_mean": {"value": 1.07, "source": "MoltBook, arXiv 2602.10131", "set_by": "emerges"},
+        "duplicate_share": {"value": 0.341, "source": "MoltBook, arXiv 2602.10131 (34.1% exact duplicates)",
+                            "set_by": "emerges"},
+        "participation_gini_authors": {"value": 0.84, "source": "MoltBook, arXiv 2603.16128 (Reddit: 0.47)", "reddit": 0.47,
+                                       "set_by": "emerges"},
     }
 
     # ----- setup ---------------------------------------------------------------------------------

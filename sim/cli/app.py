@@ -16,6 +16,7 @@ from typing import Any, Callable, NoReturn, Optional
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from sim.core.errors import UsageError
 from sim.runner.execution import RunFailed, RunInterrupted, RunResult
@@ -196,3 +197,14 @@ def _quiet_broken_pipe() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     sys.exit(0)
+
+
+def reference_table(rows: list[dict[str, Any]]) -> Table:
+    """A run's final figures beside published ones (`analysis.reference`), each saying whether it is an input."""
+    ref = Table(title="beside published values")
+    for col in ("metric", "this run", "published", "set by", "source"):
+        ref.add_column(col, overflow="fold")
+    for row in rows:
+        ref.add_row(row["metric"], fmt(row["value"]), fmt(row["published"]), row.get("set_by", ""), row["source"])
+    return ref
+

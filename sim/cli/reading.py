@@ -17,7 +17,7 @@ from analysis.frames import export_run
 from analysis.sweeps import cell_table, compare_runs, sweep_frame
 from analysis.summary import run_row, run_summary, tick_messages
 from scenarios.registry import REGISTRY, get_scenario
-from sim.cli.app import DbOption, JsonOption, app, fail, fit_widths, fmt, open_store, out
+from sim.cli.app import DbOption, JsonOption, app, fail, fit_widths, fmt, open_store, out, reference_table
 from sim.core.fields import describe_fields
 from sim.core.spec import LLMSpec
 from sim.store.schema import absolute_url, default_url
@@ -116,12 +116,7 @@ def show(
             table.add_row(k, *(fmt(t["metrics"].get(k)) for t in shown))
         out.print(table)
     if summary.get("reference"):
-        ref = Table(title="beside published values")
-        for col in ("metric", "this run", "published", "source"):
-            ref.add_column(col, overflow="fold")
-        for row in summary["reference"]:
-            ref.add_row(row["metric"], fmt(row["value"]), fmt(row["published"]), row["source"])
-        out.print(ref)
+        out.print(reference_table(summary["reference"]))
     out.print(f"fallback decisions: {summary['fallbacks']}")
     llm = summary["llm"]
     if llm["calls"]:
@@ -292,3 +287,4 @@ def field_rows(model: type[BaseModel]) -> list[dict[str, Any]]:
     """Name, type, default, bounds and help of a pydantic model's fields, as `scenarios` prints them."""
     return [{"name": f.name, "type": f.type_name, "default": f.default, "bounds": f.bounds, "help": f.help}
             for f in describe_fields(model)]
+

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from analysis.summary import run_summary
 from scenarios.registry import get_scenario
-from sim.cli.app import DbOption, JsonOption, app, fmt, open_store, out, with_progress
+from sim.cli.app import DbOption, JsonOption, app, fmt, open_store, out, reference_table, with_progress
 from sim.runner.backends import preflight
 from sim.runner.config import build_spec, parse_sets
 from sim.runner.probing import DEFAULT_SEEDS, ProbeReport, plan_probes, run_probes
@@ -57,11 +57,13 @@ def run(
     for k, v in result.metrics.items():
         table.add_row(k, fmt(v))
     out.print(table)
+    summary = run_summary(store, result.run_id)
+    if summary.get("reference"):
+        out.print(reference_table(summary["reference"]))
     if result.fallbacks:
         out.print(f"fallback decisions: {result.fallbacks} (see `societas show {result.run_id}`)")
     if result.reason:
         out.print(f"ended: {result.reason}", soft_wrap=True)
-    summary = run_summary(store, result.run_id)
     usage = summary["llm"]
     if usage["calls"]:
         out.print(f"LLM: {usage['calls']} calls ({usage['cache_hits']} from the cache), tokens in/out "
