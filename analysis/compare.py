@@ -12,12 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from sim.reward.intervals import mean_interval
+from sim.reward.intervals import is_rate, mean_interval
 
-def mean_ci(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and 95% interval of the finite values (`sim.reward.intervals.mean_interval`: Wilson for 0/1 values, else a
-    percentile bootstrap, so never past the metric's bounds; one value: no interval)."""
-    return mean_interval(values)
+def mean_ci(values: Sequence[float], metric: str = "") -> dict[str, Any]:
+    """Mean and 95% interval of the finite values (`sim.reward.intervals.mean_interval`: Wilson for a rate's 0/1
+    values, else a percentile bootstrap, so never past the metric's bounds; one value: no interval)."""
+    return mean_interval(values, rate=is_rate(metric))
 
 
 def metric_columns(runs: pd.DataFrame) -> list[str]:
@@ -54,7 +54,7 @@ def summarise(runs: pd.DataFrame, by: pd.Series, metrics: Sequence[str]) -> pd.D
         for m in metrics:
             col = f"m.{m}"
             values = pd.to_numeric(runs.loc[idx, col], errors="coerce").tolist() if col in runs else []
-            rows.append({"group": group, "metric": m, **mean_ci(values)})
+            rows.append({"group": group, "metric": m, **mean_ci(values, m)})
     return pd.DataFrame(rows, columns=["group", "metric", "n", "mean", "lo", "hi", "sd", "method"])
 
 

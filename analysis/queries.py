@@ -124,9 +124,11 @@ def progress(engine: Engine, run_id: str) -> Optional[dict[str, Any]]:
 
 
 def find_run_by_digest(engine: Engine, digest: str, since: Any) -> Optional[str]:
-    """The newest run with this spec digest created at or after `since` (a launched run)."""
+    """The newest run with this spec digest created at or after `since` (a launched run; a validity probe of the same
+    spec is not one)."""
     with engine.connect() as conn:
-        r = conn.execute(select(RUNS.c.id).where(RUNS.c.spec_digest == digest, RUNS.c.created_at >= since)
+        r = conn.execute(select(RUNS.c.id).where(RUNS.c.spec_digest == digest, RUNS.c.created_at >= since,
+                                                 RUNS.c.origin != "probe")
                          .order_by(RUNS.c.created_at.desc())).first()
     return None if r is None else r[0]
 

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from sim.reward.intervals import mean_interval
+from sim.reward.intervals import is_rate, mean_interval
 from sim.core.errors import UsageError
 from sim.store.store import Store
 from sim.store.tables import Run
@@ -47,7 +47,7 @@ def sweep_frame(store: Store, sweep_id: str) -> tuple[pd.DataFrame, list[str]]:
 
 def cell_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Optional[Sequence[str]] = None) -> pd.DataFrame:
     """Per cell (grid combination), over the runs that ended: n, and `<metric>_mean/_lo/_hi` (the 95% interval of
-    `sim.reward.intervals.mean_interval`: Wilson for 0/1 values, else a percentile bootstrap of the mean).
+    `sim.reward.intervals.mean_interval`: Wilson for a rate's 0/1 values, else a percentile bootstrap of the mean).
 
     A cell with one run has no interval (lo/hi NaN); a metric that is null in every run is NaN.
     """
@@ -64,7 +64,7 @@ def cell_table(frame: pd.DataFrame, keys: Sequence[str], metrics: Optional[Seque
         row: dict[str, Any] = dict(zip(keys, cell))
         row["n"] = len(part)
         for m in metrics:
-            ci = mean_interval(pd.to_numeric(part[m], errors="coerce").tolist())
+            ci = mean_interval(pd.to_numeric(part[m], errors="coerce").tolist(), rate=is_rate(m))
             row.update({f"{m}_{k}": math.nan if ci[k] is None else ci[k] for k in ("mean", "lo", "hi")})
         rows.append(row)
     return pd.DataFrame(rows, columns=[*keys, "n"] + [f"{m}_{s}" for m in metrics for s in ("mean", "lo", "hi")])

@@ -23,7 +23,7 @@ if (HERE.parent / "sim" / "api.py").is_file():  # run from a checkout: use its c
     sys.path.insert(0, str(HERE.parent))
 
 import sim  # noqa: E402
-from sim.reward.intervals import mean_interval  # noqa: E402
+from sim.reward.intervals import is_rate, mean_interval  # noqa: E402
 
 
 def parse_args(study: str, doc: str, *, seeds: int, llm_seeds: int = 1) -> argparse.Namespace:
@@ -120,7 +120,7 @@ def summarise(frame: pd.DataFrame, by: Sequence[str], metrics: Sequence[str]) ->
         key = key if isinstance(key, tuple) else (key,)
         row: dict[str, Any] = {**dict(zip(by, key)), "n": len(part)}
         for m in metrics:
-            ci = mean_interval(pd.to_numeric(part[m], errors="coerce").tolist())
+            ci = mean_interval(pd.to_numeric(part[m], errors="coerce").tolist(), rate=is_rate(m))
             mean = ci["mean"] if ci["mean"] is not None else float("nan")
             row.update({f"{m}_mean": mean, f"{m}_lo": ci["lo"] if ci["lo"] is not None else mean,
                         f"{m}_hi": ci["hi"] if ci["hi"] is not None else mean})

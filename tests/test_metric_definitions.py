@@ -47,6 +47,9 @@ def test_a_proposal_is_the_amount_to_catch_not_the_first_number():
     assert stated_limit("100 tons are left.") is None
     assert stated_limit("Only 30 tons remain, I will take 3.") == 3
     assert stated_limit("5 tons is fine for me") == 5
+    assert stated_limit("I think 2.5 tons is fair.") == 2.5  # a decimal point ends no clause
+    assert stated_limit("The lake regrows 25 tons a month, so let us each catch 4.") == 4
+    assert stated_limit("Last month we caught 12 tons each; I propose 8.") == 8
 
 
 def test_efficiency_over_months_survived_is_not_capped_on_a_collapsed_run():
@@ -133,8 +136,13 @@ def test_intervals_never_leave_a_metric_s_bounds():
     survived = [1, 1, 1, 1, 0]
     old_hi = np.mean(survived) + 2.776 * np.std(survived, ddof=1) / np.sqrt(5)
     assert old_hi > 1  # the t interval of a rate: 0.80 +/- 0.56
-    rate = cmp.mean_ci(survived)
+    rate = cmp.mean_ci(survived, "survival_rate")
     assert rate["method"] == "wilson" and 0 <= rate["lo"] < 0.8 < rate["hi"] <= 1
+    # a count that happens to be 0 or 1 in every run is not a rate: no Wilson cap at 1
+    assert cmp.mean_ci([0, 1, 1, 1, 1], "opinion_clusters")["method"] == "bootstrap"
+    # differences are symmetric in sign: one seed of twenty moving either way is no effect
+    up, down = mean_interval([0.0] * 19 + [1.0]), mean_interval([0.0] * 19 + [-1.0])
+    assert up["lo"] <= 0 <= up["hi"] and down["lo"] <= 0 <= down["hi"] and up["lo"] == -down["hi"]
     resources = [-10.0, 55.0, 60.0, 70.0]
     ci = mean_interval(resources)
     assert ci["method"] == "bootstrap" and -10 <= ci["lo"] < ci["mean"] < ci["hi"] <= 70

@@ -71,10 +71,10 @@ def test_a_probe_detects_a_decision_that_follows_its_variable_and_not_one_that_i
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     follows, sign, ignores = RULES[scenario]
     spec = build_spec(scenario, policy="llm")
-    got = run_probes(spec, store, seeds=8, backends=_backends(scenario, store, RuleLLM("follows", follows))).results
+    got = run_probes(spec, store, seeds=10, backends=_backends(scenario, store, RuleLLM("follows", follows))).results
     assert got and all(r.responds and r.varied and math.copysign(1, r.effect) == sign for r in got)
     assert all((r.lo > 0) if sign > 0 else (r.hi < 0) for r in got)
-    flat = run_probes(spec, store, seeds=8, backends=_backends(scenario, store, RuleLLM("ignores", ignores))).results
+    flat = run_probes(spec, store, seeds=10, backends=_backends(scenario, store, RuleLLM("ignores", ignores))).results
     assert all(not r.responds and r.effect == 0 and not r.varied for r in flat)
 
 
@@ -82,17 +82,36 @@ def test_a_probe_is_one_batch_stored_cached_and_not_replayable(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     llm = RuleLLM("follows", RULES["commons"][0])
     spec = build_spec("commons", policy="llm")
-    first = run_probes(spec, store, seeds=5, backends=_backends("commons", store, llm))
-    assert llm.batches == [15]  # 3 levels x 5 seeds, one batch
+    first = run_probes(spec, store, seeds=10, backends=_backends("commons", store, llm))
+    assert llm.batches == [30]  # 3 levels x 10 seeds, one batch
     run = store.get_run(first.run_id)
     assert run.origin == "probe" and run.status == "finished" and run.final_metrics["catch_by_stock.responds"] == 1.0
     steps = store.steps(first.run_id)  # the stored decisions: one agent step per request, its response the payoff
-    assert run.ticks == 1 and len(steps) == 15 and {s.payoff for s in steps} == {1.0, 3.0, 10.0}
-    again = run_probes(spec, store, seeds=5, backends=_backends("commons", store, llm))
-    assert llm.batches == [15], "a rerun is answered from the cache"
+    assert run.ticks == 1 and len(steps) == 30 and {s.payoff for s in steps} == {1.0, 3.0, 10.0}
+    again = run_probes(spec, store, seeds=10, backends=_backends("commons", store, llm))
+    assert llm.batches == [30], "a rerun is answered from the cache"
     assert [r.to_json() for r in again.results] == [r.to_json() for r in first.results]
     with pytest.raises(UsageError, match="validity probe"):
         replay_run(store, first.run_id)
+
+
+class FailingAtLowStock(RuleLLM):
+    """Answers 15 tons whatever the stock, except that at stock 10 its answer cannot be used (a fallback)."""
+
+    def answer(self, requests, messages):
+        self.batches.append(len(requests))
+        return [Answer(0.0, raw="15 tons", error="out of range") if r.observation["stock"] == 10 else Answer(15.0, raw="15")
+                for r in requests]
+
+
+def test_a_fallback_answer_is_left_out_of_the_verdict(tmp_path):
+    """A model that says 15 tons at every stock is not responding, though its unusable answer at stock 10 became the
+    default 0: the seeds with a fallback are left out, and counted."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    llm = FailingAtLowStock("fails-low", lambda r: 15.0)
+    got = run_probes(build_spec("commons", policy="llm"), store, seeds=10, backends=_backends("commons", store, llm))
+    r = got.results[0]
+    assert r.fallbacks == 10 and r.seeds == 0 and not r.responds and r.effect is None
 
 
 def test_the_requests_of_one_seed_differ_only_in_the_probed_variable(tmp_path):
@@ -111,8 +130,20 @@ def test_bad_probe_input_is_one_line_and_stores_nothing(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     for args, says in ((["probe", "commons", "--probe", "nope", "--policy", "scripted"], "unknown probe 'nope'"),
                        (["probe", "commons", "--seeds", "1", "--policy", "scripted"], "--seeds must be"),
-                       (["probe", "nosuch", "--policy", "scripted"], "unknown scenario")):
+                       (["probe", "nosuch", "--policy", "scripted"], "unknown scenario"),
+                       (["probe", "donor", "--set", "agents=2", "--set", "rounds=2", "--policy", "scripted"],
+                        "needs at least 3 players")):
         proc = cli(*args, db=db)
         assert proc.returncode == 2 and says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    done = cli("probe", "donor", "--policy", "scripted", "--set", "strategy=image", "--seeds", "4", db=db)
+    done = cli("probe", "donor", "--policy", "scripted", "--set", "strategy=image", "--seeds", "10", db=db)
     assert done.returncode == 0 and "gift_by_reputation" in done.stdout and "yes" in done.stdout, done.stdout
+
+
+def test_a_scenario_without_probes_says_how_to_add_one(tmp_path):
+    from test_user_scenarios import write_scenario
+
+    path = write_scenario(tmp_path)
+    proc = cli("probe", f"{path}:Auction", "--policy", "scripted", db=f"sqlite:///{tmp_path / 'runs.db'}")
+    assert proc.returncode == 2 and "declares no validity probes" in proc.stderr and "docs/probes.md" in proc.stderr
+    assert not (tmp_path / "runs.db").exists()
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from sim.core.contracts import DecisionRequest
+from sim.core.errors import UsageError
 from sim.tick.probe import Probe, enter_first_tick
 
 
@@ -12,6 +13,9 @@ def _recipient_gave(model: Any, level: float) -> Optional[DecisionRequest]:
     """Round 1 of game 1: the lowest-id donor's recipient is shown having given `level` of its resources to a
     third player (its only trace step); the donor's donate request. The LLM donors' strategy-writing step is
     skipped: the probe asks about one decision."""
+    if len(model.agents) < 3:
+        raise UsageError("the donor probe needs at least 3 players (a donor, its recipient and the one the recipient "
+                         f"gave to); agents={len(model.agents)}")
     enter_first_tick(model)
     donor = min((a for a in model.agents if a.unique_id in model.pairs), key=lambda a: a.unique_id)
     recipient = model.pairs[donor.unique_id]

@@ -57,13 +57,18 @@ def optimal_welfare(market: Market, index: SearchIndex) -> float:
 def optimal_welfare_at_floor(market: Market, index: SearchIndex, floor_pct: Sequence[int]) -> float:
     """`optimal_welfare` with each business at the lowest price it may charge: `floor_pct[k]` % of its menu.
 
-    The welfare ratio's denominator when businesses may discount: no customer can do better than the best
-    qualifying business at its floor, so welfare / this optimum stays at most 1 (against the menu-price optimum a
-    run with discounting businesses reads above 1). A business that never discounts has `floor_pct` 100.
+    The welfare ratio's denominator when businesses may discount: each customer's best deal is the qualifying
+    business at its floor (priced as the model prices an offer, `round(menu x pct / 100, 2)` per item; numpy's
+    rounding for one-item requests, which may differ by a cent at exact half cents), and a deal worth less than
+    nothing counts 0 (the customer may leave). So welfare / this optimum stays at most 1, where against the
+    menu-price optimum a run whose businesses discount reads above 1. With no business that may discount
+    (`floor_pct` all 100) it is `optimal_welfare` itself, Magentic's optimum.
     """
     pct = np.asarray(floor_pct, dtype=float)
     if (pct >= 100).all():
         return optimal_welfare(market, index)
+    businesses = market.businesses
+    menus: dict[str, np.ndarray] = {}
     total = 0.0
     for c in market.customers:
         if len(c.items) == 1:
@@ -72,18 +77,20 @@ def optimal_welfare_at_floor(market: Market, index: SearchIndex, floor_pct: Sequ
             met = index.amenity_flags(ks, c.amenities)
             if not met.any():
                 continue
-            prices = np.round(index.cents(item)[met] * pct[ks[met]] / 100.0, 2)
-            total += 2.0 * c.value - float(prices.min())
+            if item not in menus:
+                menus[item] = np.asarray([businesses[k].menu[item] for k in ks.tolist()], dtype=float)
+            prices = np.round(menus[item][met] * pct[ks[met]] / 100.0, 2)
+            total += max(0.0, 2.0 * c.value - float(prices.min()))
             continue
         best = None
         for k in index.selling_all(c):
-            b = market.businesses[k]
+            b = businesses[k]
             if not b.has_amenities(c.amenities):
                 continue
             price = round(sum(round(b.menu[i] * pct[k] / 100.0, 2) for i in c.items), 2)
             best = price if best is None or price < best else best
         if best is not None:
-            total += 2.0 * c.value - best
+            total += max(0.0, 2.0 * c.value - best)
     return total
 
 

@@ -493,7 +493,8 @@ class MarketModel(SocietyModel):
         "text_replies": "inquiries answered with a text reply this tick (the business sells none of the items)",
         "active_customers": "customers still shopping after this tick",
         "welfare_so_far": "total customer utility up to this tick",
-        "welfare_ratio_so_far": "welfare_so_far / optimal_welfare_at_floor (0 when the optimum is 0)",
+        "welfare_ratio_so_far": "welfare_so_far / optimal_welfare_at_floor (0 when the optimum is 0; runs before "
+                                "contract 6: / optimal_welfare)",
         "needs_met_rate_so_far": "customers whose needs were met so far / customers",
     }
 

@@ -4,14 +4,18 @@ One definition for the study tables (`societas show --sweep`), the app's Compare
 examples and the validity probes (`societas probe`). A t interval (mean ± t·sd/√n) runs past a bounded metric's range on few seeds (a
 survival rate of 0.80 ± 0.56; donor resources down to −120), so:
 
-- **Wilson score interval** when every value is 0 or 1 (a rate over runs: collapsed, survived),
-  from `scipy.stats.binomtest(k, n).proportion_ci(method="wilson")`: always inside [0, 1].
+- **Wilson score interval** for a rate whose every value is 0 or 1 (`collapsed`, `survival_rate`:
+  a rate over runs), from `scipy.stats.binomtest(k, n).proportion_ci(method="wilson")`: always
+  inside [0, 1]. Which metrics are rates is said by the caller (`rate=`) or, by default, by the
+  name (`is_rate`): a count that happens to be 0 or 1 in every run (one opinion cluster) is not one.
 - **Percentile bootstrap of the mean** otherwise (`scipy.stats.bootstrap`, 9,999 resamples, a
   fixed seed so the same runs give the same interval): a resampled mean lies between the
   smallest and the largest value, so the interval stays inside the values' own range and so
   inside any bound the metric has.
 
-With one value there is no interval; constant values give a zero-width one.
+With one value there is no interval; constant values give a zero-width one. On few runs the
+percentile bootstrap is too narrow (with 3 runs its interval is at most their range, which holds
+the mean 75% of the time): read intervals over fewer than 10 runs as rough.
 """
 
 from __future__ import annotations
@@ -41,11 +45,21 @@ def finite(values: Iterable[Any]) -> np.ndarray:
     return np.asarray(out, dtype=float)
 
 
-def mean_interval(values: Iterable[Any], confidence: float = CONFIDENCE) -> dict[str, Any]:
+#: final metrics that are rates over runs when each run's value is 0 or 1
+RATE_NAMES = frozenset({"collapsed", "survived", "responds"})
+
+
+def is_rate(metric: str) -> bool:
+    """Whether a metric named so is a rate (0..1): `collapsed`, `*_rate`, `*.responds`, ... (not counts)."""
+    name = metric.rsplit(".", 1)[-1]
+    return name in RATE_NAMES or name.endswith("_rate")
+
+
+def mean_interval(values: Iterable[Any], confidence: float = CONFIDENCE, *, rate: bool = False) -> dict[str, Any]:
     """{"n", "mean", "lo", "hi", "sd", "method"} of the finite values.
 
-    `method` is "wilson" (all values 0/1), "bootstrap", "constant" (all equal), "single" (one value:
-    lo = hi = None) or None (no value: every figure None).
+    `method` is "wilson" (`rate` and all values 0/1), "bootstrap", "constant" (all equal), "single" (one
+    value: lo = hi = None) or None (no value: every figure None).
     """
     xs = finite(values)
     n = int(xs.size)
@@ -55,15 +69,14 @@ def mean_interval(values: Iterable[Any], confidence: float = CONFIDENCE) -> dict
     sd = float(xs.std(ddof=1)) if n > 1 else 0.0
     if n == 1:
         return {"n": 1, "mean": mean, "lo": None, "hi": None, "sd": sd, "method": "single"}
-    if np.all(xs == xs[0]) and not np.all((xs == 0) | (xs == 1)):
+    binary = bool(rate) and bool(np.all((xs == 0) | (xs == 1)))
+    if np.all(xs == xs[0]) and not binary:
         return {"n": n, "mean": mean, "lo": mean, "hi": mean, "sd": 0.0, "method": "constant"}
-    if np.all((xs == 0) | (xs == 1)):
+    if binary:
         ci = stats.binomtest(int(xs.sum()), n).proportion_ci(confidence_level=confidence, method="wilson")
         return {"n": n, "mean": mean, "lo": float(ci.low), "hi": float(ci.high), "sd": sd, "method": "wilson"}
-    if np.all(xs == xs[0]):
-        return {"n": n, "mean": mean, "lo": mean, "hi": mean, "sd": 0.0, "method": "constant"}
     res = stats.bootstrap((xs,), np.mean, confidence_level=confidence, n_resamples=RESAMPLES, method="percentile",
-                          vectorized=True, random_state=np.random.default_rng(SEED))
+                          vectorized=True, batch=max(1, 2_000_000 // n), random_state=np.random.default_rng(SEED))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     # the resampled means lie within [min, max]; clip the last ulp of rounding so the promise holds exactly
     lo, hi = max(lo, float(xs.min())), min(hi, float(xs.max()))

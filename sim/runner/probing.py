@@ -37,8 +37,9 @@ from sim.store.store import Store
 from sim.tick.broker import DecisionBroker
 from sim.tick.probe import Probe
 
-#: seeds per level unless told otherwise, and the most a probe may ask for
+#: seeds per level unless told otherwise, the fewest that give a usable interval, and the most a probe may ask for
 DEFAULT_SEEDS = 20
+MIN_SEEDS = 10
 MAX_SEEDS = 10_000
 ORIGIN = "probe"
 
@@ -52,8 +53,8 @@ class ProbeResult:
     response: str
     finding: str
     levels: list[Any]
-    means: list[float]
-    seeds: int
+    means: list[Optional[float]]
+    seeds: int  # matched seeds in the verdict (a seed with a fallback answer at any level is left out)
     effect: Optional[float]
     lo: Optional[float]
     hi: Optional[float]
@@ -61,7 +62,7 @@ class ProbeResult:
     responds: bool  # the interval of the effect excludes 0
     varied: bool  # some decision differed from another at all
     fallbacks: int  # decisions replaced by the scenario's default (unparsable answers)
-    responses: list[list[float]] = field(default_factory=list, repr=False)  # per level, per seed
+    responses: list[list[Optional[float]]] = field(default_factory=list, repr=False)  # per level, per seed (None: fallback)
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "responses"}
@@ -93,26 +94,53 @@ def choose_probes(cls: type, names: Sequence[str]) -> list[Probe]:
     return [known[n] for n in dict.fromkeys(names)] if names else probes
 
 
-def _verdict(probe: Probe, responses: list[list[float]], fallbacks: int) -> ProbeResult:
-    seeds = len(responses[0])
-    diffs = [b - a for a, b in zip(responses[0], responses[-1])]
-    ci = mean_interval(diffs)
+def _verdict(probe: Probe, responses: list[list[Optional[float]]], fallbacks: int) -> ProbeResult:
+    """Means per level and the paired effect over the seeds whose every answer was the model's (not a fallback).
+
+    The interval of the differences is a percentile bootstrap of their mean, symmetric in sign (never Wilson:
+    differences are not 0/1 outcomes)."""
+    kept = [s for s in range(len(responses[0])) if all(level[s] is not None for level in responses)]
+    rows = [[level[s] for s in kept] for level in responses]
+    diffs = [b - a for a, b in zip(rows[0], rows[-1])]
+    ci = mean_interval(diffs, rate=False)
     lo, hi = ci["lo"], ci["hi"]
-    flat = {x for level in responses for x in level}
+    flat = {x for level in rows for x in level}
     return ProbeResult(
         name=probe.name, variable=probe.variable, response=probe.response, finding=probe.finding,
-        levels=list(probe.levels), means=[sum(r) / len(r) for r in responses], seeds=seeds, effect=ci["mean"],
+        levels=list(probe.levels), means=[sum(r) / len(r) if r else None for r in rows], seeds=len(kept),
+        effect=ci["mean"],
         lo=lo, hi=hi, method=ci["method"], responds=lo is not None and (lo > 0 or hi < 0), varied=len(flat) > 1,
         fallbacks=fallbacks, responses=responses)
 
 
 def plan_probes(spec: RunSpec, names: Sequence[str] = (), seeds: int = DEFAULT_SEEDS) -> tuple[type, list[Probe], list[Any]]:
     """(scenario class, the probes, each probe's config) for `spec`; UsageError for bad input, before anything runs."""
-    if not isinstance(seeds, int) or isinstance(seeds, bool) or not 2 <= seeds <= MAX_SEEDS:
-        raise UsageError(f"--seeds must be a whole number from 2 to {MAX_SEEDS:,}; got {seeds!r}")
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or not MIN_SEEDS <= seeds <= MAX_SEEDS:
+        raise UsageError(f"--seeds must be a whole number from {MIN_SEEDS} to {MAX_SEEDS:,} (fewer seeds give no usable "
+                         f"interval); got {seeds!r}")
     cls = get_scenario(spec.scenario)
     probes = choose_probes(cls, names)
-    return cls, probes, [validate_config(cls.Config, {**spec.config, **dict(p.config)}) for p in probes]
+    configs = [validate_config(cls.Config, {**spec.config, **dict(p.config)}) for p in probes]
+    for probe, config in zip(probes, configs):  # a world the probe cannot be set up in is bad input, found here
+        for level in probe.levels:
+            _situate(cls, probe, config, spec, spec.seed, level)
+    return cls, probes, configs
+
+
+def _situate(cls: type, probe: Probe, config: Any, spec: RunSpec, seed: int, level: Any,
+             broker: Optional[DecisionBroker] = None) -> DecisionRequest:
+    """`probe`'s request at `level` in a fresh model of `seed`; UsageError when the probe cannot be set up there."""
+    model = cls(config, seed=seed, broker=broker or DecisionBroker({}), policy=spec.policy, contract=spec.contract)
+    try:
+        request = probe.situate(model, level)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a world the probe does not fit (too few agents, businesses, ...)
+        raise UsageError(f"probe {probe.name} cannot be set up at {probe.variable} = {level!r} with this config: "
+                         f"{type(exc).__name__}: {exc}") from None
+    if request is None:
+        raise UsageError(f"probe {probe.name} made no request at {probe.variable} = {level!r} (with this config, seed {seed})")
+    return request
 
 
 def run_probes(spec: RunSpec, store: Store, *, names: Sequence[str] = (), seeds: int = DEFAULT_SEEDS,
@@ -139,7 +167,8 @@ def run_probes(spec: RunSpec, store: Store, *, names: Sequence[str] = (), seeds:
                 metrics = {"effect": result.effect, "effect_lo": result.lo, "effect_hi": result.hi,
                            "responds": float(result.responds), "fallbacks": float(result.fallbacks),
                            **{f"mean_at_level_{i + 1}": m for i, m in enumerate(result.means)}}
-                record = TickRecord(tick, metrics, {"probe": probe.name, **result.to_json()}, steps, [])
+                state = {"probe": probe.name, "config": dict(probe.config), "seeds_asked": seeds, **result.to_json()}
+                record = TickRecord(tick, metrics, state, steps, [])
                 with shielded():  # a probe is stored whole or not at all
                     calls = [c for b in backends.values() for c in b.drain_calls()]
                     store.record_tick(run_id, record, calls, duration_s=time.perf_counter() - t0)
@@ -171,24 +200,18 @@ def run_probes(spec: RunSpec, store: Store, *, names: Sequence[str] = (), seeds:
 def _ask(cls: type, probe: Probe, config: Any, spec: RunSpec, seeds: int,
          broker: DecisionBroker) -> tuple[ProbeResult, list[AgentStepRecord]]:
     """Every level x seed request of `probe` in one batch; the verdict and the decisions as agent steps."""
-    asked: list[tuple[int, int, DecisionRequest]] = []
-    for li, level in enumerate(probe.levels):
-        for s in range(seeds):
-            model = cls(config, seed=spec.seed + s, broker=broker, policy=spec.policy, contract=spec.contract)
-            request = probe.situate(model, level)
-            if request is None:
-                raise UsageError(f"probe {probe.name} made no request at {probe.variable} = {level!r} "
-                                 f"(with this config, seed {spec.seed + s})")
-            asked.append((li, s, request))
+    asked = [(li, s, _situate(cls, probe, config, spec, spec.seed + s, level, broker))
+             for li, level in enumerate(probe.levels) for s in range(seeds)]
     # each request gets an id of its own: the same agent of different models would collide in one batch
     decided = broker.decide([dataclasses.replace(r, agent_id=k) for k, (_, _, r) in enumerate(asked)])
-    responses = [[0.0] * seeds for _ in probe.levels]
+    responses: list[list[Optional[float]]] = [[None] * seeds for _ in probe.levels]
     steps = []
     fallbacks = 0
     for k, (li, s, request) in enumerate(asked):
         d = decided[k]
         value = probe.measure(d.value, request)
-        responses[li][s] = value
+        # a replaced answer is the scenario's default, not the model's: its seed is left out of the verdict
+        responses[li][s] = None if d.fallback else value
         fallbacks += d.fallback
         action = {request.phase: d.value, "level": probe.levels[li], "seed": spec.seed + s, "agent": request.agent_id}
         steps.append(AgentStepRecord(k, action, value, value, d.fallback, d.backend, d.reason, None))
