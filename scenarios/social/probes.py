@@ -38,7 +38,6 @@ UPVOTE_BY_DISTANCE = Probe(
     levels=(0.0, 0.4, 0.8), response="upvoted the post (0/1)",
     finding="members endorse what lies within their confidence bound (bounded confidence: epsilon)",
     situate=_post_at_distance, measure=lambda value, request: 1.0 if value == "upvote 1" else 0.0,
-    config={"agents": 20},
 )
 
 PROBES = (UPVOTE_BY_DISTANCE,)

@@ -130,8 +130,8 @@ def plan_probes(spec: RunSpec, names: Sequence[str] = (), seeds: int = DEFAULT_S
 def _situate(cls: type, probe: Probe, config: Any, spec: RunSpec, seed: int, level: Any,
              broker: Optional[DecisionBroker] = None) -> DecisionRequest:
     """`probe`'s request at `level` in a fresh model of `seed`; UsageError when the probe cannot be set up there."""
-    model = cls(config, seed=seed, broker=broker or DecisionBroker({}), policy=spec.policy, contract=spec.contract)
     try:
+        model = cls(config, seed=seed, broker=broker or DecisionBroker({}), policy=spec.policy, contract=spec.contract)
         request = probe.situate(model, level)
     except UsageError:
         raise
