@@ -96,6 +96,20 @@ def test_every_page_renders_a_run_of_every_scenario(scenario, filled, monkeypatc
             assert run_id in set(shown["run_id"])
 
 
+def test_every_page_renders_a_validity_probe(tmp_path, monkeypatch):
+    """A probe run (origin `probe`: one tick per probe, decisions as agent steps) is listed and every page shows it."""
+    from sim.runner.probing import run_probes
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    report = run_probes(build_spec("commons", policy="scripted"), Store(url), seeds=10)
+    at = _app(url, monkeypatch)
+    for page in PAGES:
+        _page(at, page, report.run_id)
+        assert not at.exception and not at.error, (page, [e.value for e in (*at.exception, *at.error)])
+        if page == "runs":
+            assert report.run_id in set(at.dataframe[0].value["run_id"])
+
+
 @pytest.mark.parametrize("kind", ["missing", "empty", "corrupt"])
 def test_every_page_is_friendly_without_usable_runs(kind, tmp_path, monkeypatch):
     """Missing, empty and corrupt stores give a message on every page, no exception; reading creates no file."""
