@@ -8,6 +8,7 @@ A page asks for generated content with a marker on a line of its own:
     <!-- gen: scenarios -->       every registered scenario, with a link to its page
     <!-- gen: llm -->             the llm.* keys (sim.core.spec.LLMSpec)
     <!-- gen: cli -->             every `societas` command: usage, help and options (walked from the typer app)
+    <!-- gen: prompt NAME -->     the scenario's representative LLM prompt (its first probe's request), as a run sends it
 
 Nothing generated is committed, so nothing can go stale. A registered scenario without a
 hand-written page (docs/scenarios/NAME.md) gets a generated one with its description, config
@@ -210,7 +211,43 @@ def gen_cli(_: str | None = None, page: str = "") -> str:
     return "\n".join(lines)
 
 
-GENERATORS = {"config": gen_config, "configs": gen_configs, "metrics": gen_metrics, "scenarios": gen_scenarios, "llm": gen_llm, "cli": gen_cli}
+def prompt_of(name: str) -> tuple[Any, list[dict[str, str]]]:
+    """(request, chat messages) of the scenario's representative LLM decision: its first validity probe's request at
+    the probe's last level (tick 1, one LLM agent, the default config), rendered by the built-in template of the
+    current decision contract; what a run with `--policy llm` sends for that decision."""
+    from agents.llm.prompts import builtin_template, render_messages
+    from sim.core.profiles import CONTRACT, profile
+    from sim.tick.broker import DecisionBroker
+
+    cls = _scenario(name)
+    if not getattr(cls, "probes", ()):
+        raise ValueError(f"docs: scenario {name!r} declares no probe, so it has no representative prompt to render")
+    probe = cls.probes[0]
+    config = cls.Config(**dict(probe.config))
+    model = cls(config, seed=0, broker=DecisionBroker({}), policy="llm", contract=CONTRACT)
+    request = probe.situate(model, probe.levels[-1])
+    return request, render_messages(request, builtin_template(profile(CONTRACT)))
+
+
+def gen_prompt(name: str, page: str = "") -> str:
+    """The scenario's representative prompt, message by message, as a run sends it."""
+    request, messages = prompt_of(name)
+    head = (f"Rendered from the code (`{name}`, probe `{_scenario(name).probes[0].name}`: phase `{request.phase}`, "
+            f"tick {request.tick}, seed 0, decision contract {_contract()}):\n")
+    parts = [head]
+    for m in messages:
+        parts.append(f"**{m['role']}**\n\n```text\n{m['content']}\n```\n")
+    return "\n".join(parts)
+
+
+def _contract() -> int:
+    from sim.core.profiles import CONTRACT
+
+    return CONTRACT
+
+
+GENERATORS = {"config": gen_config, "configs": gen_configs, "metrics": gen_metrics, "scenarios": gen_scenarios, "llm": gen_llm,
+              "cli": gen_cli, "prompt": gen_prompt}
 
 
 def render(markdown: str, where: str = "") -> str:

@@ -23,7 +23,7 @@ def _post_at_distance(model: Any, level: float) -> Optional[DecisionRequest]:
     author = min((a for a in model.agents if a is not reader), key=lambda a: a.unique_id)
     stance = OPINION - float(level)
     model.opinion[reader.idx] = OPINION
-    text = f"I am {tpl.stance_words(stance)} on this: {model.config.topic}"
+    text = f"{model.config.topic} My answer: I am {tpl.stance_words(stance)}."
     item = model.items.add(author.idx, model.tick, 0, stance, -1, text)
     model.row[:] = -1
     model.row[reader.idx] = 0
