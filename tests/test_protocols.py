@@ -1,0 +1,52 @@
+"""docs/protocols.md: our prompts are rendered from the code, and each departure it lists is checked here against
+the code, so a change to a prompt or a default that the page describes fails until the page says it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from scenarios import REGISTRY
+from scenarios.donor.model import MAX_SURVIVOR_STRATEGIES, STRATEGY_CHARS, DonorConfig
+from scenarios.market import templates as market_tpl
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = (ROOT / "docs" / "protocols.md").read_text()
+sys.path.insert(0, str(ROOT / "docs"))
+import _gen  # noqa: E402
+
+
+def _user(name: str) -> str:
+    _, messages = _gen.prompt_of(name)
+    return next(m["content"] for m in messages if m["role"] == "user")
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_scenario_s_prompt_is_rendered_on_the_page(name):
+    assert f"<!-- gen: prompt {name} -->" in PAGE
+    text = _gen.render(f"<!-- gen: prompt {name} -->", "protocols.md")
+    assert "**user**" in text and _user(name) in text
+
+
+def test_the_fishery_departures_hold():
+    user = _user("commons")
+    assert "If fewer than 5 tons remain" in user and "month 1 of 12" in user  # told: threshold and horizon
+    assert "Answer with a number from 0 to 100" in user  # a constrained number, no reasoning asked for
+    assert "step-by-step" not in user.lower() and "Answer:" not in user
+    assert REGISTRY["commons"].Config().talk is False  # the default is GovSim's no-language ablation
+    assert "fisher 1" in user
+
+
+def test_the_donor_departures_hold():
+    user = _user("donor")
+    assert DonorConfig().trace_depth == 2 and "maximize" not in user  # depth 2, no goal line
+    assert (MAX_SURVIVOR_STRATEGIES, STRATEGY_CHARS) == (6, 200)
+    assert "What percent of your resources" in user
+
+
+def test_the_market_departures_hold():
+    user = _user("market")
+    assert "(worth $" in user and "Required amenities" in user  # item values and amenities are told
+    assert "(missing:" in market_tpl.PROPOSAL.template or "$missing" in market_tpl.PROPOSAL.template
