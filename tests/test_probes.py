@@ -147,3 +147,34 @@ def test_a_scenario_without_probes_says_how_to_add_one(tmp_path):
     assert proc.returncode == 2 and "declares no validity probes" in proc.stderr and "docs/probes.md" in proc.stderr
     assert not (tmp_path / "runs.db").exists()
 
+
+
+def test_models_are_freed_after_a_run_and_after_a_probe(tmp_path):
+    """Mesa counts agent ids in a class-level dict keyed by model; a process running many runs (a sweep worker) or
+    building many models (a probe) must not keep every model alive through it."""
+    import gc
+    import weakref
+
+    import mesa
+
+    from sim.runner.execution import execute
+
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    before = set(map(id, mesa.Agent._ids))  # noqa: SLF001 - what the fix is about
+    alive = []
+    original = get_scenario("commons").__init__
+
+    def tracked(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        alive.append(weakref.ref(self))
+
+    cls = get_scenario("commons")
+    cls.__init__ = tracked
+    try:
+        execute(build_spec("commons", seed=1, ticks=2), store)
+        run_probes(build_spec("commons", policy="scripted"), store, seeds=10)
+    finally:
+        cls.__init__ = original
+    gc.collect()
+    assert len(alive) > 30 and not any(ref() is not None for ref in alive)
+    assert set(map(id, mesa.Agent._ids)) <= before  # noqa: SLF001

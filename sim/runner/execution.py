@@ -160,7 +160,9 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
         reason = model.reason or (f"stopped after tick {model.tick} of {total} on request" if status == "stopped" else None)
         with shielded(then_raise=False):  # every tick is in: a Ctrl-C now is too late to stop anything
             store.finish_run(run_id, status, reason, duration, final)
-    return RunResult(run_id, spec.scenario, status, model.tick, final, reason, duration, model.fallbacks)
+    result = RunResult(run_id, spec.scenario, status, model.tick, final, reason, duration, model.fallbacks)
+    model.release()  # a process that runs many (a sweep worker) frees each model after its run
+    return result
 
 
 def final_summary(model: Optional[SocietyModel]) -> dict[str, Optional[float]]:

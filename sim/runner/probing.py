@@ -133,6 +133,7 @@ def _situate(cls: type, probe: Probe, config: Any, spec: RunSpec, seed: int, lev
     try:
         model = cls(config, seed=seed, broker=broker or DecisionBroker({}), policy=spec.policy, contract=spec.contract)
         request = probe.situate(model, level)
+        model.release()  # (thousands of models: each is freed once its request is made)
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001 - a world the probe does not fit (too few agents, businesses, ...)

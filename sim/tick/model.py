@@ -179,6 +179,18 @@ class SocietyModel(mesa.Model):
         """unique_id -> agent, for every agent present (kept by the Roster: rebuilt only when agents change)."""
         return self._roster.by_id()[1]
 
+    def release(self) -> None:
+        """Let the model be freed once its run is over.
+
+        Mesa 3.3 counts agent ids in a class-level dict of `mesa.Agent` keyed by model, which holds every model
+        a process ever built: a sweep worker running thousands of runs, or a probe building thousands of
+        models, would keep them all (a 200-member community is ~1 MB). Dropping this model's counter is the
+        only change; call it when no agent will be added any more.
+        """
+        counters = getattr(mesa.Agent, "_ids", None)
+        if isinstance(counters, dict):
+            counters.pop(self, None)
+
     # ----- helpers for scenarios -----------------------------------------------------------
     @property
     def tick(self) -> int:
