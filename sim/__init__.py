@@ -2,7 +2,7 @@
 
 The public Python API (see `sim.api`), importable from here:
 
-    from sim import run, load_run, runs, load_sweep, configure, spec, Result, UsageError, RunFailed
+    from sim import run, probe, load_run, runs, load_sweep, configure, spec, Result, UsageError, RunFailed
     from sim import register, register_strategy, register_template, PromptTemplate
 
 The engine is in layers, each importing only those below it: `sim.core` (contracts) → `sim.reward`,
@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Result", "configure", "spec", "run", "load_run", "runs", "load_sweep", "register", "register_strategy",
+__all__ = ["Result", "configure", "spec", "run", "probe", "load_run", "runs", "load_sweep", "register", "register_strategy",
            "register_template", "PromptTemplate", "UsageError", "RunFailed"]
 _FROM = {"register": "scenarios.registry", "register_strategy": "scenarios.registry",
          "register_template": "agents.llm.prompts", "PromptTemplate": "agents.llm.prompts"}
@@ -24,7 +24,7 @@ _FROM = {"register": "scenarios.registry", "register_strategy": "scenarios.regis
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from agents.llm.prompts import PromptTemplate, register_template
     from scenarios.registry import register, register_strategy
-    from sim.api import Result, RunFailed, UsageError, configure, load_run, load_sweep, run, runs, spec
+    from sim.api import Result, RunFailed, UsageError, configure, load_run, load_sweep, probe, run, runs, spec
 
 
 def __dir__() -> list[str]:

@@ -28,6 +28,7 @@ from sim.core.spec import RunSpec
 from sim.runner.backends import preflight
 from sim.runner.config import build_spec, validate_config
 from sim.runner.execution import RunFailed, execute
+from sim.runner.probing import DEFAULT_SEEDS, ProbeReport, run_probes
 from sim.store.schema import DEFAULT_URL as DEFAULT_DB
 from sim.store.schema import default_url as default_db
 from sim.store.store import Store
@@ -183,3 +184,28 @@ def load_sweep(sweep_id: str, db: Union[str, Store, None] = None) -> pd.DataFram
     frame, keys = sweep_frame(_open(db, create=False), sweep_id)
     frame.attrs["keys"] = list(keys)
     return frame
+
+
+def probe(
+    scenario: Union[str, type],
+    *,
+    db: Union[str, Store, None] = None,
+    probes: Sequence[str] = (),
+    seeds: int = DEFAULT_SEEDS,
+    seed: Optional[int] = None,
+    policy: str = "llm",
+    llm: Optional[Mapping[str, Any]] = None,
+    **fields: Any,
+) -> ProbeReport:
+    """Run the scenario's validity probes (`societas probe`): does a decision respond to the variable the paper's
+    finding depends on? Stored in `db` as a run of origin `probe`; returns the report (`.results`: per probe the
+    mean response at each level, the paired effect with its 95% interval, `responds`). See docs/probes.md."""
+    the_spec = spec(scenario, seed=seed, policy=policy, llm=llm, **fields)
+    preflight(the_spec)
+    store = _open(db, create=True)
+    try:
+        return run_probes(the_spec, store, names=probes, seeds=seeds)
+    finally:
+        if not isinstance(db, Store):
+            store.close()
+

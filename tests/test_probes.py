@@ -129,7 +129,7 @@ def test_the_requests_of_one_seed_differ_only_in_the_probed_variable(tmp_path):
 def test_bad_probe_input_is_one_line_and_stores_nothing(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     for args, says in ((["probe", "commons", "--probe", "nope", "--policy", "scripted"], "unknown probe 'nope'"),
-                       (["probe", "commons", "--seeds", "1", "--policy", "scripted"], "--seeds must be"),
+                       (["probe", "commons", "--seeds", "1", "--policy", "scripted"], "--seeds (seeds=) must be"),
                        (["probe", "nosuch", "--policy", "scripted"], "unknown scenario"),
                        (["probe", "donor", "--set", "agents=2", "--set", "rounds=2", "--policy", "scripted"],
                         "needs at least 3 players")):
@@ -178,3 +178,14 @@ def test_models_are_freed_after_a_run_and_after_a_probe(tmp_path):
     gc.collect()
     assert len(alive) > 30 and not any(ref() is not None for ref in alive)
     assert set(map(id, mesa.Agent._ids)) <= before  # noqa: SLF001
+
+
+def test_the_api_probes_and_stores(tmp_path):
+    import sim
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    report = sim.probe("donor", db=db, policy="scripted", strategy="image")
+    assert report.results[0].responds and report.results[0].effect == pytest.approx(0.5)
+    assert sim.runs(db).set_index("run_id").loc[report.run_id, "status"] == "finished"
+    with pytest.raises(sim.UsageError, match="seeds"):
+        sim.probe("donor", db=db, policy="scripted", seeds=3)

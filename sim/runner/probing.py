@@ -116,7 +116,7 @@ def _verdict(probe: Probe, responses: list[list[Optional[float]]], fallbacks: in
 def plan_probes(spec: RunSpec, names: Sequence[str] = (), seeds: int = DEFAULT_SEEDS) -> tuple[type, list[Probe], list[Any]]:
     """(scenario class, the probes, each probe's config) for `spec`; UsageError for bad input, before anything runs."""
     if not isinstance(seeds, int) or isinstance(seeds, bool) or not MIN_SEEDS <= seeds <= MAX_SEEDS:
-        raise UsageError(f"--seeds must be a whole number from {MIN_SEEDS} to {MAX_SEEDS:,} (fewer seeds give no usable "
+        raise UsageError(f"--seeds (seeds=) must be a whole number from {MIN_SEEDS} to {MAX_SEEDS:,} (fewer seeds give no usable "
                          f"interval); got {seeds!r}")
     cls = get_scenario(spec.scenario)
     probes = choose_probes(cls, names)
