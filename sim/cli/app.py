@@ -38,7 +38,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="societas: so
 out = _Console()
 err = _Console(stderr=True)
 
-DbOption = typer.Option(None, "--db", help=f"database URL (default: $SOCIETAS_DB or {DEFAULT_URL}, i.e. runs.db in the current directory)")
+DbOption = typer.Option(None, "--db", help=f"database URL or SQLite file path (default: $SOCIETAS_DB or {DEFAULT_URL}, i.e. runs.db in "
+                        "the current directory)")
 JsonOption = typer.Option(False, "--json", help="print JSON on stdout instead of tables")
 
 

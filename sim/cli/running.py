@@ -129,7 +129,7 @@ def _llm_overrides(model: Optional[str], llm: Optional[str], llm_arg: list[str])
 def probe(
     scenario: str = typer.Argument(..., help="registered scenario name, or your own class (path/to/file.py:Class)"),
     name: list[str] = typer.Option([], "--probe", help="run only this probe (repeatable; default: all the scenario has)"),
-    seeds: int = typer.Option(DEFAULT_SEEDS, "--seeds", help="matched seeds per level (2..10,000)"),
+    seeds: int = typer.Option(DEFAULT_SEEDS, "--seeds", help="matched seeds per level (10..10,000)"),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML file of config fields (and seed, policy, llm)"),
     set_: list[str] = typer.Option([], "--set", help="override a config field: key=value (repeatable)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="the first seed (default 0)"),
