@@ -18,19 +18,26 @@ from sim.runner.probing import DEFAULT_SEEDS, ProbeReport, plan_probes, run_prob
 from sim.runner.resume import fork_run, resume_run
 from sim.runner.execution import RunResult, execute, horizon
 
+# the flags `run` and `probe` share: how a spec is built and who answers for the LLM
+ConfigOption = typer.Option(None, "--config", help="YAML file of config fields (and seed, policy, llm)")
+SetOption = typer.Option([], "--set", help="override a config field: key=value (repeatable)")
+ModelOption = typer.Option(None, "--model", help="local model: a model directory or .gguf file (default: embedded SmolLM2)")
+LlmOption = typer.Option(None, "--llm", help="a LangChain chat model class, module:Class")
+LlmArgOption = typer.Option([], "--llm-arg", help="constructor argument for --llm: key=value (repeatable)")
+
 
 @app.command()
 def run(
     scenario: str = typer.Argument(..., help="registered scenario name (see `societas scenarios`), or your own class: "
                                    "path/to/file.py:Class or package.module:Class"),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML file of config fields (and seed, policy, llm)"),
-    set_: list[str] = typer.Option([], "--set", help="override a config field: key=value (repeatable)"),
+    config: Optional[Path] = ConfigOption,
+    set_: list[str] = SetOption,
     seed: Optional[int] = typer.Option(None, "--seed", help="seed of all randomness (default 0)"),
     policy: Optional[str] = typer.Option(None, "--policy", help="who decides: scripted or llm"),
     ticks: Optional[int] = typer.Option(None, "--ticks", help="override the scenario's horizon"),
-    model: Optional[str] = typer.Option(None, "--model", help="local model: a model directory or .gguf file (default: embedded SmolLM2)"),
-    llm: Optional[str] = typer.Option(None, "--llm", help="a LangChain chat model class, module:Class"),
-    llm_arg: list[str] = typer.Option([], "--llm-arg", help="constructor argument for --llm: key=value (repeatable)"),
+    model: Optional[str] = ModelOption,
+    llm: Optional[str] = LlmOption,
+    llm_arg: list[str] = LlmArgOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -130,13 +137,13 @@ def probe(
     scenario: str = typer.Argument(..., help="registered scenario name, or your own class (path/to/file.py:Class)"),
     name: list[str] = typer.Option([], "--probe", help="run only this probe (repeatable; default: all the scenario has)"),
     seeds: int = typer.Option(DEFAULT_SEEDS, "--seeds", help="matched seeds per level (10..10,000)"),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML file of config fields (and seed, policy, llm)"),
-    set_: list[str] = typer.Option([], "--set", help="override a config field: key=value (repeatable)"),
+    config: Optional[Path] = ConfigOption,
+    set_: list[str] = SetOption,
     seed: Optional[int] = typer.Option(None, "--seed", help="the first seed (default 0)"),
     policy: Optional[str] = typer.Option("llm", "--policy", help="who decides: llm (default) or scripted"),
-    model: Optional[str] = typer.Option(None, "--model", help="local model: a model directory or .gguf file (default: embedded SmolLM2)"),
-    llm: Optional[str] = typer.Option(None, "--llm", help="a LangChain chat model class, module:Class"),
-    llm_arg: list[str] = typer.Option([], "--llm-arg", help="constructor argument for --llm: key=value (repeatable)"),
+    model: Optional[str] = ModelOption,
+    llm: Optional[str] = LlmOption,
+    llm_arg: list[str] = LlmArgOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:

@@ -154,19 +154,23 @@ class Store:
     # ----- reading ---------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run:
         """A run by id or unique id prefix; a UsageError naming the problem otherwise."""
-        if not isinstance(run_id, str) or not run_id:
-            raise UsageError(f"a run id is a non-empty string (a run's id or a unique prefix of it), not {run_id!r}")
+        return self._by_id_or_prefix(Run, run_id, "run", "`societas list` shows the stored runs")
+
+    def _by_id_or_prefix(self, model: type[SQLModel], ident: str, noun: str, hint: str) -> Any:
+        """The row of `model` whose id is `ident` or the only one it prefixes (taken literally: `%`, `_` are no
+        wildcards); a UsageError for a non-string or empty id, an ambiguous prefix or no match (with `hint`)."""
+        if not isinstance(ident, str) or not ident:
+            raise UsageError(f"a {noun} id is a non-empty string (a {noun}'s id or a unique prefix of it), not {ident!r}")
         with Session(self.engine) as s:
-            run = s.get(Run, run_id)
-            if run is None and run_id:
-                matches = s.exec(select(Run).where(Run.id.startswith(run_id, autoescape=True))).all()
-                if len(matches) == 1:
-                    run = matches[0]
-                elif len(matches) > 1:
-                    raise UsageError(f"run id prefix {run_id!r} is ambiguous: {', '.join(m.id for m in matches)}")
-            if run is None:
-                raise UsageError(f"unknown run id {run_id!r}; `societas list` shows the stored runs")
-            return run
+            row = s.get(model, ident)
+            if row is None:
+                matches = s.exec(select(model).where(model.id.startswith(ident, autoescape=True))).all()
+                if len(matches) > 1:
+                    raise UsageError(f"{noun} id prefix {ident!r} is ambiguous: {', '.join(m.id for m in matches)}")
+                row = matches[0] if matches else None
+        if row is None:
+            raise UsageError(f"unknown {noun} id {ident!r}; {hint}")
+        return row
 
     def list_runs(self) -> list[Run]:
         with Session(self.engine) as s:
@@ -316,18 +320,7 @@ class Store:
 
     def get_sweep(self, sweep_id: str) -> SweepRow:
         """A sweep by id or unique prefix; UsageError otherwise."""
-        if not isinstance(sweep_id, str) or not sweep_id:
-            raise UsageError(f"a sweep id is a non-empty string (a sweep's id or a unique prefix of it), not {sweep_id!r}")
-        with Session(self.engine) as s:
-            row = s.get(SweepRow, sweep_id)
-            if row is None and sweep_id:
-                matches = s.exec(select(SweepRow).where(SweepRow.id.startswith(sweep_id, autoescape=True))).all()
-                if len(matches) > 1:
-                    raise UsageError(f"sweep id prefix {sweep_id!r} is ambiguous: {', '.join(m.id for m in matches)}")
-                row = matches[0] if matches else None
-        if row is None:
-            raise UsageError(f"unknown sweep id {sweep_id!r}; `societas sweep FILE` prints the id of the sweep it runs")
-        return row
+        return self._by_id_or_prefix(SweepRow, sweep_id, "sweep", "`societas sweep FILE` prints the id of the sweep it runs")
 
     def sweep_runs(self, sweep_id: str) -> list[Run]:
         """Every run that carries the sweep's id, oldest first."""
