@@ -201,9 +201,9 @@ class MarketModel(SocietyModel):
         # the welfare ratio's optimum: at the lowest prices the sellers may charge (profile `metrics` 2; the first
         # definitions divided by the menu-price optimum, which a run whose businesses discount exceeds)
         self._ratio_optimum = self._optimal
-        if self.profile.metrics >= 2:
-            self._ratio_optimum = measures.optimal_welfare_at_floor(
-                m, self.index, [b.floor_pct if b.policy == "llm" or b.strategy == "discount" else 100 for b in self.sellers])
+        floors = [b.floor_pct if b.policy == "llm" or b.strategy == "discount" else 100 for b in self.sellers]
+        if self.profile.metrics >= 2 and min(floors, default=100) < 100:  # (else it is the menu optimum just computed)
+            self._ratio_optimum = measures.optimal_welfare_at_floor(m, self.index, floors)
         self.totals = dict(payments=0, met=0, first=0, rank_sum=0, proposals=0, messages=0, replies=0, influenced=0,
                            tracked=0, welfare=0.0, revenue=0.0, left=0, timed_out=0)
         self.tick_counts: dict[str, float] = {}
