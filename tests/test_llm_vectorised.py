@@ -6,11 +6,13 @@ import math
 import random
 from collections import Counter
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from agents.llm.local import attention  # noqa: E402
 from agents.llm.local.attention import prefix_attention, prefix_by_reference, shared_prefix  # noqa: E402
 from agents.llm.local.layout import layout  # noqa: E402
 from agents.llm.local.numbers import feasible as _feasible  # noqa: E402
@@ -320,7 +322,7 @@ def test_prefix_attention_on_cpu_and_by_reference_equal_a_plain_reference(steps,
     with shared_prefix([(pk, pv)]):
         fused, _ = prefix_attention(module, query, key, value, mask)
     by_ref, _ = prefix_by_reference(query, key, value, mask, pk, pv, None)
-    monkeypatch.setattr("agents.llm.local.attention.EXPAND_PREFIX_TOKENS", b * p - 1)  # a bucket too big to copy the prefix
+    monkeypatch.setitem(attention.EXPAND_PREFIX_TOKENS, "cpu", b * p - 1)  # a bucket too big to copy the prefix
     with shared_prefix([(pk, pv)]):
         guarded, _ = prefix_attention(module, query, key, value, mask)
     assert torch.equal(guarded, by_ref)
@@ -335,3 +337,26 @@ def test_prefix_attention_on_cpu_and_by_reference_equal_a_plain_reference(steps,
             ref[r, :, h] = torch.softmax(logits.masked_fill(~keep, float("-inf")), dim=-1) @ v_all
     assert torch.allclose(fused, ref, atol=1e-5)
     assert torch.allclose(by_ref, ref, atol=1e-5)
+
+
+def test_gpu_layout_counts_decoding_steps_in_a_groups_cost(lm):
+    """On a GPU a forward costs a fixed launch time whatever its rows, so a prefix group that decodes 40 steps
+    costs 41 forwards: families that a one-forward split would cut apart stay together for long decodes.
+    A CPU's rule is unchanged (its runs keep their layouts)."""
+    prompts = []
+    for i in range(30):
+        family = ["You fish a shared lake. " * 6, "You give to strangers. " * 6, "You run a shop here. " * 6][i % 3]
+        msgs = [{"role": "system", "content": "You take part in a simulation with other agents."},
+                {"role": "user", "content": family + f"Member {i}: what now?"}]
+        prompts.append(lm.encode([lm.render(msgs)])[0])
+    assert lm.plan_rules(40) == lm.rules  # the CPU: as before
+    device = lm.device
+    try:
+        lm.device = "cuda"  # plan_rules reads only the device's kind
+        one, forty = lm.plan_rules(0), lm.plan_rules(40)
+    finally:
+        lm.device = device
+    assert forty.split_cost == 41 * one.split_cost
+    gpu_rules = replace(one, split_cost=1000)  # a split cost at which one forward's saving pays
+    assert len(layout(prompts, gpu_rules)) > 1
+    assert len(layout(prompts, replace(gpu_rules, split_cost=41 * 1000))) == 1

@@ -27,8 +27,10 @@ def char_tokenizer():
     return fast
 
 
-def tiny_lm(seed: int = 0, layers: int = 2, dtype: str = "float64", **kw):
-    """A LocalLM over a random 2-layer Llama (GQA, like SmolLM2) in float64: batch noise far below any tie."""
+def tiny_lm(seed: int = 0, layers: int = 2, dtype: str = "float64", device: str = "cpu", **kw):
+    """A LocalLM over a random 2-layer Llama (GQA, like SmolLM2) in float64: batch noise far below any tie.
+
+    The same seed gives the same weights on every device (built on the CPU, then moved)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -42,4 +44,4 @@ def tiny_lm(seed: int = 0, layers: int = 2, dtype: str = "float64", **kw):
     model = LlamaForCausalLM(cfg).to(getattr(torch, dtype))
     with torch.no_grad():  # sharper logits than the default init, so sampling is not near-uniform
         model.lm_head.weight.mul_(8.0)
-    return LocalLM(hf_model=model, tokenizer=tok, device="cpu", **kw)
+    return LocalLM(hf_model=model, tokenizer=tok, device=device, **kw)

@@ -14,7 +14,11 @@ import torch
 
 ATTN_NAME = "societas_shared_prefix"
 _LOCAL = threading.local()  # .prefix: per layer (keys, values) of the current group's shared prefix
-EXPAND_PREFIX_TOKENS = 65_536  # rows x prefix tokens a CPU bucket may copy (fp32: ~100 MB of keys and values a layer)
+#: rows x prefix tokens a bucket may copy per device type (CPU fp32: ~100 MB of keys and values a layer)
+EXPAND_PREFIX_TOKENS: dict[str, int] = {"cpu": 65_536, "cuda": 1 << 62}
+#: and on a GPU at most this many bytes of copied keys and values per layer (2 GiB: 4,096 rows x 1,000
+#: prefix tokens of a 7B model with 4 KV heads; a wide-KV model such as SmolLM2-1.7B copies fewer rows)
+EXPAND_PREFIX_BYTES: dict[str, int] = {"cuda": 1 << 31}
 
 
 def prefix_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: Optional[float] = None, **kwargs):
@@ -24,8 +28,10 @@ def prefix_attention(module, query, key, value, attention_mask, dropout: float =
     attention_mask [B, 1, S, K] bool (True = attend) over the row's own keys; the prefix is
     visible to every query. Without a prefix this is the stock SDPA attention.
 
-    On a GPU the prefix is never copied per row (`prefix_by_reference`: at thousands of rows a
-    copy would cost GBs). On a CPU a bucket is bounded by `batch_tokens`, so its rows' copy of the
+    On an H100 (benchmarks/results/llm_scale-cuda.json, `knobs`), copying the prefix per row into the
+    fused SDPA kernel beat the by-reference path, which materialises float32 scores over [prefix + own]:
+    1,000 Number decisions 0.32 s against 0.42 s, Text 1.53 s against 1.68 s (SmolLM2-135M shape); so a
+    GPU copies unless the copy would pass `EXPAND_PREFIX_BYTES` a layer. On a CPU a bucket is bounded by `batch_tokens`, so its rows' copy of the
     prefix is small, and expanding it lets the fused SDPA kernel do the work: measured on 2 fp32
     cores (32-fisher harvest tick, runs taken in turns), the tick ran 1.06-1.44x faster in month 2
     and 1.10-1.89x in month 4 than with the by-reference path, with the same answers. A bucket whose
@@ -38,7 +44,9 @@ def prefix_attention(module, query, key, value, attention_mask, dropout: float =
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     pk, pv = prefix[module.layer_idx]  # [1, Hk, P, D]
     b, p = query.shape[0], pk.shape[2]
-    if query.device.type != "cpu" or b * p > EXPAND_PREFIX_TOKENS:
+    kind = query.device.type
+    copy_bytes = 2 * b * p * pk.shape[1] * pk.shape[3] * pk.element_size()
+    if b * p > EXPAND_PREFIX_TOKENS.get(kind, 0) or copy_bytes > EXPAND_PREFIX_BYTES.get(kind, copy_bytes):
         return prefix_by_reference(query, key, value, attention_mask, pk, pv, scaling)
     keys = torch.cat([pk.expand(b, -1, -1, -1), key], dim=2)
     values = torch.cat([pv.expand(b, -1, -1, -1), value], dim=2)

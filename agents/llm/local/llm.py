@@ -68,8 +68,9 @@ class LocalLLM:
 
     def _choose(self, requests, prompts, idx, out, options: list[list[str]], values: list[list[Any]]) -> None:
         picks = self.lm.choose(prompts, options, self.temperature, [r.seed for r in requests])
-        for r, p, i, opts, vals, (k, _) in zip(requests, prompts, idx, options, values, picks):
-            tokens_out = len(self.lm.tokenizer.encode(opts[k], add_special_tokens=False))
+        option_ids = self.lm.option_ids([[opts[k]] for opts, (k, _) in zip(options, picks)])  # each distinct text once
+        for r, p, i, opts, vals, (k, _), ids in zip(requests, prompts, idx, options, values, picks, option_ids):
+            tokens_out = len(ids[0]) if opts[k] else 0
             out[i] = Answer(vals[k], raw=opts[k], tokens_in=len(p), tokens_out=tokens_out)
 
     def _choice(self, requests, prompts, idx, out) -> None:

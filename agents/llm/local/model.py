@@ -20,6 +20,7 @@ depends on its batch, its row or the other requests.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 import os
 import threading
 from collections.abc import Sequence
@@ -82,6 +83,9 @@ class LocalLM:
         self.top_k = top_k
         self.min_shared_prefix = 16  # a shared prefix shorter than this is not worth a separate forward
         self.split_cost = 4096 if on_gpu else 48  # tokens one extra forward is worth (prefix grouping)
+        # page-locked host copies of each bucket's ids: off, measured slower on an H100 (allocating them costs more
+        # than the asynchronous copy saves at these sizes; benchmarks/llm_scale.py's `knobs` section)
+        self.pin_memory = False
         self.counters = {"prefix_forwards": 0, "prefix_tokens": 0, "suffix_tokens": 0, "buckets": 0, "decode_steps": 0}
         vocab = self.model.get_output_embeddings().weight.shape[0]
         self.digit_ids = [self.tokenizer.convert_tokens_to_ids(str(d)) for d in range(10)]
@@ -89,6 +93,18 @@ class LocalLM:
             raise ModelNotFound("the tokenizer has no single-token digits; numbers cannot be decoded")
         self._digit_index = torch.tensor(self.digit_ids, device=self.device)
         self._fdtype = torch.float64 if self.dtype == torch.float64 else torch.float32  # logits' dtype for decoding
+
+    def compile_layers(self) -> int:
+        """Compile every normalisation and MLP block with `torch.compile` (dynamic shapes), fusing the
+        elementwise work that dominates a small model's forward on a GPU; attention stays eager (the shared
+        prefix). Returns the blocks compiled. Measured both ways by benchmarks/llm_scale.py (`knobs`)."""
+        done = 0
+        for module in self.model.modules():
+            name = type(module).__name__
+            if name.endswith("RMSNorm") or name.endswith("MLP"):
+                module.forward = torch.compile(module.forward, dynamic=True)
+                done += 1
+        return done
 
     @property
     def rules(self) -> LayoutRules:
@@ -101,8 +117,30 @@ class LocalLM:
         return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
 
     def encode(self, prompts: Sequence[str] | Sequence[list[int]]) -> list[list[int]]:
-        """Token ids of each prompt; prompts already given as token ids pass through untouched."""
-        return [p if isinstance(p, list) else self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+        """Token ids of each prompt; prompts already given as token ids pass through untouched.
+
+        Texts are encoded in one batch by the fast tokenizer's backend (no offsets kept, its own
+        threads): 1,000 harvest prompts took 0.25 s one by one, 0.13 s so on 2 cores, with the same ids.
+        """
+        texts = [i for i, p in enumerate(prompts) if not isinstance(p, list)]
+        out = list(prompts)
+        if texts:
+            for i, ids in zip(texts, self._encode_texts([prompts[i] for i in texts])):  # type: ignore[misc]
+                out[i] = ids
+        return out  # type: ignore[return-value]
+
+    def _encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        batch = getattr(backend, "encode_batch_fast", None) or getattr(backend, "encode_batch", None)
+        if batch is None:  # a slow (Python) tokenizer
+            return [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        return [e.ids for e in batch(list(texts), add_special_tokens=False)]
+
+    def option_ids(self, options: Sequence[Sequence[str]]) -> list[list[list[int]]]:
+        """Token ids of every option (an empty option: the pad token), each distinct text encoded once."""
+        distinct = list(dict.fromkeys(o for row in options for o in row))
+        ids = dict(zip(distinct, self._encode_texts(distinct) if distinct else []))
+        return [[ids[o] or [self.pad_id] for o in row] for row in options]
 
     # ----- forward passes -----------------------------------------------------------------------
     def _prefix_kv(self, tokens: list[int], parent=None, start: int = 0):
@@ -133,12 +171,12 @@ class LocalLM:
         n = len(rows)
         self.counters["buckets"] += 1
         self.counters["suffix_tokens"] += n * width
-        flat = torch.full((n, width), self.pad_id, dtype=torch.long)
+        flat = torch.tensor([[self.pad_id] * (width - len(r)) + r for r in own])  # left-padded, one tensor
         lengths = torch.tensor([len(r) for r in own])
-        for b, r in enumerate(own):
-            flat[b, width - len(r):] = torch.tensor(r)
+        if self.pin_memory and self.device.startswith("cuda"):
+            flat, lengths = flat.pin_memory(), lengths.pin_memory()
         input_ids = flat.to(self.device, non_blocking=True)
-        lengths = lengths.to(self.device)
+        lengths = lengths.to(self.device, non_blocking=True)
         cols = torch.arange(width, device=self.device)
         real = cols[None, :] >= (width - lengths)[:, None]  # [n, width]
         positions = shared + (real.long().cumsum(-1) - 1).clamp(min=0)
@@ -158,7 +196,20 @@ class LocalLM:
                              position_ids=positions.view(-1, 1), past_key_values=cache, use_cache=True, logits_to_keep=1)
         return out.logits[:, -1, :].to(self._fdtype), mask
 
-    def _batches(self, ids: Sequence[list[int]]):
+    def plan_rules(self, steps: int) -> LayoutRules:
+        """The layout rules for a call whose buckets each run `steps` forwards after their prefill.
+
+        On a GPU a forward costs a fixed ~20-30 ms of kernel launches whatever its rows (an H100, SmolLM2-135M
+        shape), so an extra prefix group costs its prefix forward and every decoding step of its own buckets:
+        the split cost scales with 1 + steps. Measured on a 1,000-member social tick: the write phase (40-token
+        texts after ~700-token feeds) ran 15.2 s when its feeds were cut into many groups. A CPU's forward
+        costs in proportion to its tokens, so its rule is unchanged (and its runs' layouts with it).
+        """
+        if not self.device.startswith("cuda") or steps <= 0:
+            return self.rules
+        return replace(self.rules, split_cost=self.split_cost * (1 + steps))
+
+    def _batches(self, ids: Sequence[list[int]], steps: int = 0):
         """(bucket indices, prefill state, prefix kv) for every bucket of the plan, each prefix computed once.
 
         The groups come in tree order, so the prefixes computed so far that are still prefixes of the
@@ -166,7 +217,7 @@ class LocalLM:
         length or extends the longest shorter one, and the others are dropped (no later group needs them).
         """
         kept: list[tuple[list[int], Any]] = []
-        for shared, chain, buckets in layout(ids, self.rules):
+        for shared, chain, buckets in layout(ids, self.plan_rules(steps)):
             row = ids[buckets[0][0]]
             kept = [(t, kv) for t, kv in kept if row[:len(t)] == t]
             kv = None
@@ -193,9 +244,10 @@ class LocalLM:
         to its own earlier tokens only (a tree-shaped mask), so the prompt is computed once.
         """
         ids = self.encode(prompts)
+        option_ids = self.option_ids(options)
         out: list[tuple[int, list[float]]] = [(0, [])] * len(ids)
-        for bucket, (last, cache, mask, next_pos), kv in self._batches(ids):
-            toks = [[self.tokenizer.encode(o, add_special_tokens=False) or [self.pad_id] for o in options[i]] for i in bucket]
+        for bucket, (last, cache, mask, next_pos), kv in self._batches(ids, steps=1):
+            toks = [option_ids[i] for i in bucket]
             scores = self._option_scores(toks, last, cache, mask, next_pos, kv)
             seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
             k_ids = torch.arange(scores.shape[1], device=self.device).expand_as(scores)
@@ -212,19 +264,18 @@ class LocalLM:
     def _option_scores(self, toks, last, cache, mask, next_pos, kv) -> torch.Tensor:
         n, kmax = len(toks), max(len(row) for row in toks)
         width = max(sum(len(t) for t in row) for row in toks)
-        opt_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        seg = torch.full((n, width), kmax, dtype=torch.long)  # kmax: the padding's dummy segment
-        off = torch.zeros((n, width), dtype=torch.long)
-        counts = torch.ones((n, kmax))
-        exists = torch.zeros((n, kmax), dtype=torch.bool)
-        for b, row in enumerate(toks):
-            at = 0
-            for k, t in enumerate(row):
-                opt_ids[b, at:at + len(t)] = torch.tensor(t)
-                seg[b, at:at + len(t)] = k
-                off[b, at:at + len(t)] = torch.arange(len(t))
-                counts[b, k], exists[b, k] = len(t), True
-                at += len(t)
+        # built as Python lists, one tensor each (per-row tensor writes cost ~80 ms at 1,000 rows x 4 options)
+        ids_l, seg_l, off_l, counts_l, exists_l = [], [], [], [], []
+        for row in toks:
+            flat = [t for opt in row for t in opt]
+            pad = width - len(flat)
+            ids_l.append(flat + [self.pad_id] * pad)
+            seg_l.append([k for k, opt in enumerate(row) for _ in opt] + [kmax] * pad)  # kmax: the padding's dummy segment
+            off_l.append([j for opt in row for j in range(len(opt))] + [0] * pad)
+            counts_l.append([len(opt) for opt in row] + [1] * (kmax - len(row)))
+            exists_l.append([True] * len(row) + [False] * (kmax - len(row)))
+        opt_ids, seg, off = torch.tensor(ids_l), torch.tensor(seg_l), torch.tensor(off_l)
+        counts, exists = torch.tensor(counts_l, dtype=torch.float32), torch.tensor(exists_l)
         multi = bool((off > 0).any())  # decided on the host, before anything moves to the device
         opt_ids, seg, off = opt_ids.to(self.device), seg.to(self.device), off.to(self.device)
         lp = last.gather(1, opt_ids) - torch.logsumexp(last, dim=-1, keepdim=True)  # each token as if first
@@ -252,7 +303,8 @@ class LocalLM:
         ids = self.encode(prompts)
         cap = 10**MAX_NUMBER_DIGITS - 1
         results: list[tuple[int, int]] = [(0, 0)] * len(ids)
-        for bucket, (logits, cache, mask, pos), kv in self._batches(ids):
+        steps = len(str(min(max((int(b[1]) for b in bounds), default=0), cap)))  # digits of the widest bound
+        for bucket, (logits, cache, mask, pos), kv in self._batches(ids, steps=steps):
             lo = torch.tensor([min(max(0, int(bounds[i][0])), cap) for i in bucket], device=self.device)
             hi = torch.tensor([min(max(0, int(bounds[i][1])), cap) for i in bucket], device=self.device)
             seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
@@ -282,7 +334,7 @@ class LocalLM:
         """(text, tokens generated) per prompt: top-k sampling (greedy at temperature 0)."""
         ids = self.encode(prompts)
         results: list[tuple[str, int]] = [("", 0)] * len(ids)
-        for bucket, (logits, cache, mask, pos), kv in self._batches(ids):
+        for bucket, (logits, cache, mask, pos), kv in self._batches(ids, steps=max((int(m) for m in max_tokens), default=0)):
             n, steps = len(bucket), max(int(max_tokens[i]) for i in bucket)
             limit = torch.tensor([int(max_tokens[i]) for i in bucket], device=self.device)
             seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
@@ -305,8 +357,9 @@ class LocalLM:
                 logits, mask = self._step(torch.where(emit, tok, self.pad_id), cache, mask, pos, kv)
                 pos = pos + 1
             rows, lens = out.tolist(), length.tolist()
+            texts = self.tokenizer.batch_decode([r[:k] for r, k in zip(rows, lens)], skip_special_tokens=True)
             for b, i in enumerate(bucket):
-                results[i] = (self.tokenizer.decode(rows[b][:lens[b]], skip_special_tokens=True).strip(), lens[b])
+                results[i] = (texts[b].strip(), lens[b])
         return results
 
 
