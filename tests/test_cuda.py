@@ -1,0 +1,77 @@
+"""The CUDA path gives the decisions the CPU path gives (skipped where no GPU is visible).
+
+Same random model (float64 on both, so no tie is decided by rounding), same prompts and seeds: choices,
+constrained numbers and free text must match exactly, sampled and greedy, with the shared prefix by
+reference (the GPU's default) and buckets cut small enough that prefixes and buckets split.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+
+from tests.tiny_lm import tiny_lm  # noqa: E402
+
+
+def _prompts(lm, n: int = 40) -> list[list[int]]:
+    """Prompts in three families sharing a long system prefix, with own tails of different lengths."""
+    out = []
+    for i in range(n):
+        system = ["You fish a shared lake with others.", "You give to strangers in a donor game.", "You run a shop."][i % 3]
+        msgs = [{"role": "system", "content": "You take part in a simulation with other agents. " + system * 3},
+                {"role": "user", "content": f"Member {i}: {'so far so good. ' * (i % 5)}What do you do now?"}]
+        out.append(lm.encode([lm.render(msgs)])[0])
+    return out
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_lm(device="cpu"), tiny_lm(device="cuda")
+
+
+@pytest.mark.parametrize("batch_tokens", [None, 600])  # the device default; small buckets that split the groups
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_cuda_and_cpu_decide_the_same(pair, batch_tokens, temperature):
+    cpu, gpu = pair
+    if batch_tokens:
+        cpu.batch_tokens = gpu.batch_tokens = batch_tokens
+    else:
+        cpu.batch_tokens, gpu.batch_tokens = 8_192, 262_144
+    prompts = _prompts(cpu)
+    assert prompts == _prompts(gpu)
+    seeds = [1000 + 7 * i for i in range(len(prompts))]
+    options = [["stay", "leave", "fine member 3", "x"][: 2 + i % 3] for i in range(len(prompts))]
+    bounds = [(i % 4, 10 + 37 * i) for i in range(len(prompts))]
+    lengths = [1 + i % 9 for i in range(len(prompts))]
+    got = {}
+    for name, lm in (("cpu", cpu), ("cuda", gpu)):
+        picks = lm.choose(prompts, options, temperature, seeds)
+        got[name] = {
+            "choices": [k for k, _ in picks],
+            "scores": [s for _, s in picks],
+            "numbers": lm.decode_numbers(prompts, bounds, temperature, seeds),
+            "text": lm.generate(prompts, lengths, temperature, seeds),
+        }
+    assert got["cuda"]["choices"] == got["cpu"]["choices"]
+    assert got["cuda"]["numbers"] == got["cpu"]["numbers"]
+    assert got["cuda"]["text"] == got["cpu"]["text"]
+    for a, b in zip(got["cuda"]["scores"], got["cpu"]["scores"]):
+        assert a == pytest.approx(b, rel=1e-6, abs=1e-6)  # rotary tables are float32 in transformers: ~1e-8 apart
+    assert all(lo <= v <= hi for (v, _), (lo, hi) in zip(got["cuda"]["numbers"], bounds))
+    assert gpu.counters["prefix_forwards"] > 0  # the shared prefix was used on the GPU, not bypassed
+
+
+def test_bf16_on_cuda_decides_numbers_in_range_with_the_default_settings():
+    """The dtype a GPU run gets by default: every number in its bounds, every batch the same answers as one row."""
+    gpu = tiny_lm(device="cuda", dtype="bfloat16", seed=1)
+    prompts = _prompts(gpu, 24)
+    bounds = [(0, 100)] * len(prompts)
+    seeds = list(range(len(prompts)))
+    batched = gpu.decode_numbers(prompts, bounds, 0.7, seeds)
+    assert all(0 <= v <= 100 for v, _ in batched)
+    single = [gpu.decode_numbers([p], [b], 0.7, [s])[0] for p, b, s in zip(prompts, bounds, seeds)]
+    agree = sum(a == b for a, b in zip(batched, single)) / len(prompts)
+    assert agree >= 0.75  # bf16: a batch's different kernels may round a near-tie the other way, rarely
