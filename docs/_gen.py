@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path[:1]:
     sys.path.insert(0, str(ROOT))  # this checkout's code, not another one installed in the environment
 
 log = logging.getLogger("mkdocs.plugins.societas")
-MARKER = re.compile(r"^<!--[ \t]*gen:[ \t]*([\w-]+)(?:[ \t]+([\w.-]+))?[ \t]*-->[ \t]*$", re.M)
+MARKER = re.compile(r"^<!--[ \t]*gen:[ \t]*([\w-]+)(?:[ \t]+([\w.@-]+))?[ \t]*-->[ \t]*$", re.M)
 
 
 # ----- helpers -------------------------------------------------------------------------------------------
@@ -214,16 +214,25 @@ def gen_cli(_: str | None = None, page: str = "") -> str:
 def prompt_of(name: str) -> tuple[Any, list[dict[str, str]]]:
     """(request, chat messages) of the scenario's representative LLM decision: its first validity probe's request at
     the probe's last level (tick 1, one LLM agent, the default config), rendered by the built-in template of the
-    current decision contract; what a run with `--policy llm` sends for that decision."""
+    current decision contract; what a run with `--policy llm` sends for that decision.
+
+    `name@protocol` renders it under the scenario's built-in config `configs/<protocol>.yaml` (a paper protocol)."""
     from agents.llm.prompts import builtin_template, render_messages
     from sim.core.profiles import CONTRACT, profile
+    from sim.runner.config import load_yaml
     from sim.tick.broker import DecisionBroker
 
+    name, _, protocol = name.partition("@")
     cls = _scenario(name)
     if not getattr(cls, "probes", ()):
         raise ValueError(f"docs: scenario {name!r} declares no probe, so it has no representative prompt to render")
     probe = cls.probes[0]
-    config = cls.Config(**dict(probe.config))
+    settings = dict(probe.config)
+    if protocol:
+        path = ROOT / "scenarios" / name / "configs" / f"{protocol}.yaml"
+        fields = cls.Config.model_fields
+        settings = {**{k: v for k, v in load_yaml(path).items() if k in fields and k not in ("population",)}, **settings}
+    config = cls.Config(**settings)
     model = cls(config, seed=0, broker=DecisionBroker({}), policy="llm", contract=CONTRACT)
     request = probe.situate(model, probe.levels[-1])
     return request, render_messages(request, builtin_template(profile(CONTRACT)))
@@ -232,7 +241,9 @@ def prompt_of(name: str) -> tuple[Any, list[dict[str, str]]]:
 def gen_prompt(name: str, page: str = "") -> str:
     """The scenario's representative prompt, message by message, as a run sends it."""
     request, messages = prompt_of(name)
-    head = (f"Rendered from the code (`{name}`, probe `{_scenario(name).probes[0].name}`: phase `{request.phase}`, "
+    scenario, _, protocol = name.partition("@")
+    under = f", config `scenarios/{scenario}/configs/{protocol}.yaml`" if protocol else ""
+    head = (f"Rendered from the code (`{scenario}`{under}, probe `{_scenario(scenario).probes[0].name}`: phase `{request.phase}`, "
             f"tick {request.tick}, seed 0, decision contract {_contract()}):\n")
     parts = [head]
     for m in messages:

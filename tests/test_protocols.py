@@ -50,3 +50,21 @@ def test_the_market_departures_hold():
     user = _user("market")
     assert "(worth $" in user and "Required amenities" in user  # item values and amenities are told
     assert "(missing:" in market_tpl.PROPOSAL.template or "$missing" in market_tpl.PROPOSAL.template
+
+
+@pytest.mark.parametrize("marker", ["commons@govsim", "donor@vh2024"])
+def test_each_paper_protocol_s_prompt_is_rendered_on_the_page(marker):
+    assert f"<!-- gen: prompt {marker} -->" in PAGE
+    assert _user(marker) in _gen.render(f"<!-- gen: prompt {marker} -->", "protocols.md")
+
+
+def test_the_paper_protocols_close_what_the_page_says_they_close():
+    govsim = _user("commons@govsim")
+    assert "collapses" not in govsim and "of 12" not in govsim and 'final answer after "Answer:"' in govsim
+    request, _ = _gen.prompt_of("commons@govsim")
+    assert request.reason_tokens == 128
+    vh = _user("donor@vh2024")
+    assert "Your goal is to maximize the number of units you have after the final round." in vh
+    assert vh.count(" gave ") + vh.count("has not been a donor") >= 2  # the trace reaches past the recipient
+    request, _ = _gen.prompt_of("donor@vh2024")
+    assert request.reason_tokens == 128

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from agents.llm.base import LLM, Answer, Messages
 from agents.llm.keys import cache_key
-from agents.llm.prompts import Template, builtin_template, render_messages
+from agents.llm.prompts import Template, builtin_template, reasoned, render_messages
 from sim.core.backend import Backend, CallRecord
 from sim.core.contracts import Decision, DecisionRequest
 from sim.core.spec import RunSpec
@@ -64,7 +64,7 @@ class LLMBackend(Backend):
 
     def keys(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[str]:
         """Each call's cache key: (model, prompt, space, sampling, request seed)."""
-        return [cache_key(self.model_id, m, r.space, self.sampling, r.seed) for r, m in zip(requests, messages)]
+        return [cache_key(self.model_id, m, r.space, self.sampling, r.seed, r.reason_tokens if reasoned(r) else 0) for r, m in zip(requests, messages)]
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages],
                keys: Sequence[str]) -> list[tuple[Decision, CallRecord]]:

@@ -24,8 +24,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from agents.llm.base import Answer, Messages
-from agents.llm.parse import parse_strict
-from agents.llm.prompts import retry_message
+from agents.llm.parse import parse_strict, reasoned_answer
+from agents.llm.prompts import reasoned, retry_message
 from agents.llm.structured import call_kwargs, resolve_mode
 from sim.core.backend import BackendUnavailable
 from sim.core.contracts import DecisionRequest
@@ -102,9 +102,19 @@ class ChatLLM:
         runnable = RunnableLambda(self._invoke)
         return runnable.batch(conversations, config={"max_concurrency": self.max_concurrency}, return_exceptions=True)
 
+    def _kwargs(self, request: DecisionRequest) -> dict[str, Any]:
+        """The call's keyword arguments; a request that reasons first is not constrained (the reasoning is free
+        text) and may use its reasoning budget beyond the answer's own bound."""
+        if not reasoned(request):
+            return call_kwargs(request.space, self.structured, self.chat_model, request.seed)
+        kwargs = call_kwargs(request.space, "none", self.chat_model, request.seed)
+        if "max_tokens" in kwargs:
+            kwargs["max_tokens"] += request.reason_tokens
+        return kwargs
+
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
         convo = [list(m) for m in messages]
-        kwargs = [call_kwargs(r.space, self.structured, self.chat_model, r.seed) for r in requests]
+        kwargs = [self._kwargs(r) for r in requests]
         out: list[Answer | None] = [None] * len(requests)
         attempts = [0] * len(requests)
         errors: dict[int, str] = {}
@@ -128,7 +138,8 @@ class ChatLLM:
                 text = str(getattr(res, "content", res))
                 usage = getattr(res, "usage_metadata", None) or {}
                 try:
-                    value = parse_strict(text, requests[i].space)
+                    value = (reasoned_answer(text, requests[i].space) if reasoned(requests[i]) and attempts[i] == 1
+                             else parse_strict(text, requests[i].space))
                 except SpaceError as exc:
                     errors[i] = f"unparseable: {exc}"
                     convo[i] = convo[i] + [{"role": "assistant", "content": text}, retry_message(str(exc), requests[i])]

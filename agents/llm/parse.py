@@ -118,3 +118,27 @@ def _whole(text: str, space: Space) -> Any:
     if isinstance(space, Choice):
         return space.validate(bare)
     raise SpaceError(f"unsupported space {type(space).__name__}")
+
+
+_ANSWER_LINE = re.compile(r"answer\s*(?:\*\*)?\s*[:=]\s*(.*)", re.I)
+_UNIT = re.compile(r"^(\**\$?[+-]?\d[\d,]*(?:\.\d+)?\**)\s+[A-Za-z][A-Za-z .]*$")
+
+
+def reasoned_answer(text: str, space: Space) -> Any:
+    """The value after the last "Answer:" of a reasoned answer (GovSim's "Answer: N tons": a Number's
+    unit word is dropped), read strictly (parse_strict); raise SpaceError when there is none."""
+    found = _ANSWER_LINE.findall(text or "")
+    if not found:
+        raise SpaceError('no "Answer:" after the reasoning')
+    last = found[-1].strip().splitlines()[0].strip() if found[-1].strip() else ""
+    if isinstance(space, Number):
+        unit = _UNIT.match(last.rstrip("."))
+        if unit:
+            last = unit.group(1)
+    return parse_strict(last, space)
+
+
+def cut_reasoning(text: str) -> str:
+    """A local model's reasoning up to (not including) its own "Answer:", which is then decoded under the constraint."""
+    match = re.search(r"answer\s*[:=]", text or "", re.I)
+    return (text[:match.start()] if match else (text or "")).rstrip()

@@ -68,6 +68,14 @@ FIELDS = ("context", "persona", "own", "memory", "feedback", "question", "space"
 ANSWER_HINTS = {**HINTS, Number: ""}
 
 
+def reasoning_format(space: Any, described: Optional[str] = None) -> str:
+    """The sentence that asks for reasoning before the answer (a request with `reason_tokens`), after
+    GovSim's "Let's think step-by-step. Put the final answer after "Answer:", ...": the answer's form
+    is said, and it is read after the last "Answer:" (agents.llm.parse.reasoned_answer)."""
+    return (f'Think it through step by step in a few sentences, then put your final answer after "Answer:" '
+            f"({space.describe() if described is None else described}).")
+
+
 def answer_format(space: Any, described: Optional[str] = None) -> str:
     """The sentence that asks for the answer (${answer}): "Answer with a number from 0 to 68 in steps of 1.",
     "Answer with one of: none, fisher 3. Reply with the option only.", ... (`described`: `space.describe()`,
@@ -187,10 +195,14 @@ def _render(request: DecisionRequest, system: str, pattern: str, memory_header: 
     memory = ((f"{memory_header}\n" if memory_header else "") + f"{request.memory}\n") if request.memory else ""
     feedback = f"{request.feedback}\n" if request.feedback else ""
     described = request.space.describe()
+    if reasoned(request):
+        reasoning = reasoning_format(request.space, described)
+        hint, answer = " " + reasoning, reasoning
+    else:
+        hint, answer = HINTS[type(request.space)], answer_format(request.space, described)
     user = pattern.format(
         context=request.context.strip(), persona=persona, own=own, memory=memory, feedback=feedback,
-        question=request.question, space=described, answer_hint=HINTS[type(request.space)],
-        answer=answer_format(request.space, described),
+        question=request.question, space=described, answer_hint=hint, answer=answer,
     )
     while "\n\n" in user:
         user = user.replace("\n\n", "\n")
@@ -198,6 +210,17 @@ def _render(request: DecisionRequest, system: str, pattern: str, memory_header: 
         {"role": "system", "content": system},
         {"role": "user", "content": user.strip()},
     ]
+
+
+def reasons(space: Any) -> bool:
+    """Whether a request for `space` may reason before answering: a Number or a Choice (a Text is its own
+    reasoning; a Form's JSON has no place for it)."""
+    return isinstance(space, (Number, Choice))
+
+
+def reasoned(request: DecisionRequest) -> bool:
+    """Whether `request` is answered after reasoning (it asks for some, and its space admits it)."""
+    return request.reason_tokens > 0 and reasons(request.space)
 
 
 #: the built-in template of profiles with `compact_prompt` (every new run)

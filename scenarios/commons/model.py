@@ -77,6 +77,10 @@ class CommonsConfig(ScenarioConfig):
     sanction_growth: float = Field(0.0, ge=0, le=100, description="graduated sanctions: fine = sanction_fine x (1 + sanction_growth x the violator's earlier violations)")
     monitoring_cost: float = Field(0.0, ge=0, le=1e6, description="cost to every fisher of each month a norm is in force and sanctions are on")
     start_fraction: float = Field(1.0, gt=0, le=1, description="share of the capacity the lake starts with (rich 1.0, scarce e.g. 0.3)")
+    reasoning: int = Field(0, ge=0, le=1024, description="LLM fishers reason in at most this many tokens before each catch, "
+                           "then answer after \"Answer:\" (GovSim's step-by-step prompt); 0: a bare number")
+    disclose_collapse: bool = Field(True, description="the situation states the collapse threshold (GovSim's prompt does not)")
+    disclose_horizon: bool = Field(True, description="the situation says \"month M of N\" (GovSim's says the month only)")
     disposition: Literal["none", "altruistic", "selfish"] = Field("none", description="initial disposition: the LLM fishers' persona and the scripted strategy (sustainable / greedy) where no group names one")
 
     @model_validator(mode="after")
@@ -115,7 +119,7 @@ class CommonsModel(SocietyModel):
     #: read as the months go (fishers, strategy, disposition and start_fraction shape the world at its start)
     fork_fields = frozenset({"capacity", "collapse_below", "regrowth", "catch", "talk", "sanctions", "sanction_cost",
                              "sanction_fine", "social_learning", "norm_formation", "vote_every", "vote_rule",
-                             "sanction_growth", "monitoring_cost"})
+                             "sanction_growth", "monitoring_cost", "reasoning", "disclose_collapse", "disclose_horizon"})
     config: CommonsConfig
 
     def setup(self) -> None:
@@ -223,10 +227,12 @@ class CommonsModel(SocietyModel):
             # history the month's messages are in it ("The fishers said: ...")
             said = " ".join(f"fisher {a}: {self.quoted(m)}" for a, m in self.messages[:MAX_MESSAGES_SHOWN + 1]
                             if a != agent.unique_id)
+        collapse = tpl.COLLAPSE.substitute(collapse=f"{c.collapse_below:g}") if c.disclose_collapse else ""
+        month = (tpl.MONTH_OF if c.disclose_horizon else tpl.MONTH).substitute(month=obs["month"], months=c.months)
         shared = tpl.SITUATION.substitute(
-            fishers=obs["fishers"], month=obs["month"], months=c.months,
+            fishers=obs["fishers"], month=month,
             stock=f"{self.stock:g}", capacity=f"{c.capacity:g}", regrowth=f"{c.regrowth:g}",
-            collapse=f"{c.collapse_below:g}", last=last, norm=norm,
+            collapse=collapse, last=last, norm=norm,
             messages=tpl.MESSAGES.substitute(messages=said) if said else "",
         )
         if self.history:
@@ -281,7 +287,9 @@ class CommonsModel(SocietyModel):
         if agent.policy != "llm":
             return self.request(agent, phase, space, default, obs, "", question)
         shared, own = self._context(agent, obs, question)
-        return self.request(agent, phase, space, default, obs, shared + shared_extra, question, own_context=own + own_extra)
+        reason = self.config.reasoning if phase == "harvest" else 0
+        return self.request(agent, phase, space, default, obs, shared + shared_extra, question, own_context=own + own_extra,
+                            reason_tokens=reason)
 
     def _question(self, phase: str) -> str:
         cache = self.__dict__.setdefault("_questions", {})

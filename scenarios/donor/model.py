@@ -61,6 +61,12 @@ class DonorConfig(ScenarioConfig):
     punishment: bool = Field(False, description="a donor may pay x to remove punish_multiplier x from the recipient instead of giving")
     punish_multiplier: float = Field(2.0, ge=0, le=100, description="units removed from the recipient per unit paid to punish")
     punish_fraction: float = Field(0.1, ge=0, le=1, description="share of resources a scripted punisher pays to punish")
+    reasoning: int = Field(0, ge=0, le=1024, description="LLM donors justify their decision in at most this many tokens before "
+                           "the amount, read after \"Answer:\" (Vallinder & Hughes ask for a justification first); 0: a bare number")
+    goal: bool = Field(False, description="the rules end with the players' goal: maximise the units you have after the final round (Vallinder & Hughes)")
+    reciprocity_cues: bool = Field(True, description="a recipient remembers who gave to or punished it (a direct-reciprocity cue "
+                                   "that Vallinder & Hughes's pairing avoids: false there)")
+    strategy_tokens: int = Field(40, ge=4, le=512, description="an LLM player's written strategy: at most this many tokens")
     mutation: float = Field(0.05, ge=0, le=1, description="s.d. of the Gaussian mutation of inherited fraction and threshold")
 
     @model_validator(mode="after")
@@ -113,7 +119,8 @@ class DonorModel(SocietyModel):
     tick_noun = "round"
     #: read as the rounds go (agents, rounds, the first generation's strategy and parameters, and the
     #: reputation trace's depth shape the players and their clock at the start)
-    fork_fields = frozenset({"generations", "endowment", "multiplier", "punishment", "punish_multiplier", "mutation"})
+    fork_fields = frozenset({"generations", "endowment", "multiplier", "punishment", "punish_multiplier", "mutation",
+                             "reasoning", "goal", "reciprocity_cues", "strategy_tokens"})
     config: DonorConfig
 
     def setup(self) -> None:
@@ -225,7 +232,7 @@ class DonorModel(SocietyModel):
             self._rules_text = tpl.RULES.substitute(
                 agents=c.agents, endowment=f"{c.endowment:g}", multiplier=f"{c.multiplier:g}",
                 punish=tpl.PUNISH.substitute(pm=f"{c.punish_multiplier:g}") if c.punishment else "",
-                generation=self.generation, survivors=survivors)
+                generation=self.generation, survivors=survivors) + (tpl.GOAL if c.goal else "")
         return self._rules_text
 
     def trace(self, recipient: Donor) -> list[dict[str, Any]]:
@@ -270,7 +277,7 @@ class DonorModel(SocietyModel):
             if agent.policy != "llm" or agent.strategy_text is not None:
                 return None
             context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy="")
-            return self.request(agent, phase, Text(max_tokens=40), "I give half of my resources to those who gave before.",
+            return self.request(agent, phase, Text(max_tokens=self.config.strategy_tokens), "I give half of my resources to those who gave before.",
                                 {"generation": self.generation}, context, tpl.QUESTIONS["strategy"].substitute())
         recipient = self.pairs.get(agent.unique_id)
         if recipient is None:
@@ -287,11 +294,12 @@ class DonorModel(SocietyModel):
             recipient_resources=f"{recipient.resources:.2f}", trace=self._trace_text(trace))
         if phase == "action":
             question = tpl.QUESTIONS["action"].substitute(recipient=recipient.unique_id)
-            return self.request(agent, phase, Choice(["give", "punish"]), "give", obs, context, question)
+            return self.request(agent, phase, Choice(["give", "punish"]), "give", obs, context, question,
+                                reason_tokens=self.config.reasoning)
         mode = self.modes.get(agent.unique_id, "give")
         obs["action"] = mode
         question = tpl.QUESTIONS[mode].substitute(recipient=recipient.unique_id)
-        return self.request(agent, phase, Number(0, 100, 1), 0.0, obs, context, question)
+        return self.request(agent, phase, Number(0, 100, 1), 0.0, obs, context, question, reason_tokens=self.config.reasoning)
 
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:
         if phase == "strategy":
@@ -325,7 +333,8 @@ class DonorModel(SocietyModel):
             self.round_given.append(0.0)
             self.norms.sanction(donor.unique_id, recipient.unique_id, NORM, cost=x, fine=removed)
             donor.remember(self.tick, "observation", f"I paid {x:.2f} units to punish player {recipient.unique_id}.")
-            recipient.remember(self.tick, "observation", f"Player {donor.unique_id} punished me: I lost {removed:.2f} units.")
+            if self.config.reciprocity_cues:
+                recipient.remember(self.tick, "observation", f"Player {donor.unique_id} punished me: I lost {removed:.2f} units.")
             recipient.relate(donor.unique_id, -0.3)
         else:
             received = c.multiplier * x
@@ -337,7 +346,8 @@ class DonorModel(SocietyModel):
             self.round_units += x
             self.emit("donation", donor.unique_id, recipient.unique_id, share=share, amount=x, received=received)
             donor.remember(self.tick, "observation", f"I gave {x:.2f} units ({100 * share:.0f}%) to player {recipient.unique_id}.")
-            recipient.remember(self.tick, "observation", f"Player {donor.unique_id} gave me {received:.2f} units.")
+            if self.config.reciprocity_cues:
+                recipient.remember(self.tick, "observation", f"Player {donor.unique_id} gave me {received:.2f} units.")
             if share > 0:
                 recipient.relate(donor.unique_id, 0.2)
         donor.actions.append((self.tick, "punish" if punish else "give", 0.0 if punish else share, x, recipient.unique_id))

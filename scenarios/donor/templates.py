@@ -11,6 +11,7 @@ RULES = Template(
     "half of the players with the most resources survive into the next generation and the others are "
     "replaced by newcomers who learn from the survivors. This is generation $generation.$survivors"
 )
+GOAL = " Your goal is to maximize the number of units you have after the final round."  # Vallinder & Hughes's goal line
 PUNISH = Template(" Instead of giving, a donor may pay x units to remove $pm times x units from the recipient.")
 SURVIVORS = Template(" The strategies of the players who survived the last generation: $strategies")
 

@@ -29,6 +29,8 @@ class DecisionRequest:
     text for LLM prompts: the part every agent shares, while `own_context` (optional) is
     this agent's own part (identity, own results), rendered after the persona so that
     prompts share their beginning; `default` is what a fallback uses (must lie in `space`).
+    `reason_tokens` > 0 asks an LLM to reason (at most that many tokens) before its answer, which
+    follows "Answer:" (a paper protocol's step-by-step reasoning); scripted strategies ignore it.
     """
 
     agent_id: int
@@ -46,6 +48,7 @@ class DecisionRequest:
     feedback: str = ""
     seed: int = 0
     own_context: str = ""
+    reason_tokens: int = 0
 
     def __post_init__(self) -> None:
         space, default = self.space, self.default

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 RewardMode = Literal["private", "integrated", "cooperative"]
-FeedbackMode = Literal["sparse", "dense"]
+FeedbackMode = Literal["sparse", "dense", "none"]
 
 
 def compute_rewards(payoffs: Mapping[int, float], mode: RewardMode, lam: float = 0.0) -> dict[int, float]:
@@ -45,8 +45,11 @@ class RewardLayer:
         return compute_rewards(payoffs, self.mode, self.lam)
 
     def feedback_for(self, agent_id: int, rewards: Mapping[int, float], metrics: Mapping[str, float]) -> dict[str, float]:
-        """What the agent is told after a tick: its reward, plus group metrics when dense."""
+        """What the agent is told after a tick: its reward, plus group metrics when dense; nothing when none
+        (a paper protocol whose agents are not told their payoff each round)."""
         seen: dict[str, float] = {}
+        if self.feedback == "none":
+            return seen
         if agent_id in rewards:
             seen["reward"] = round(float(rewards[agent_id]), 3)
         if self.feedback == "dense":

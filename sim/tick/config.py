@@ -47,7 +47,7 @@ class ScenarioConfig(BaseModel):
 
     reward_mode: RewardMode = Field("private", description="what agents are rewarded: own, integrated or group payoff")
     lam: float = Field(0.0, ge=0.0, le=10.0, description="weight of others' payoffs in integrated mode")
-    feedback: FeedbackMode = Field("sparse", description="sparse: own reward; dense: plus group metrics")
+    feedback: FeedbackMode = Field("sparse", description="sparse: own reward; dense: plus group metrics; none: nothing")
     population: Optional[list[PopulationGroup]] = Field(None, description="groups {count, policy, strategy, persona}")
     memory_window: int = Field(8, ge=1, le=1000, description="recent memory items kept verbatim")
     memory_summary_chars: int = Field(400, ge=0, le=100_000, description="size of the running summary")

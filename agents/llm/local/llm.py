@@ -12,12 +12,14 @@ from typing import Any, Optional
 
 from agents.llm.base import Answer, Messages
 from agents.llm.local.ids import EMBEDDED_ID
-from agents.llm.parse import parse_answer
+from agents.llm.parse import cut_reasoning, parse_answer
+from agents.llm.prompts import reasoned
 from sim.core.contracts import DecisionRequest
 from sim.core.errors import ModelLoadError
 from sim.core.spaces import Choice, Form, Number, SpaceError, Text
 
 MAX_GRID_AS_CHOICE = 256
+ANSWER_CUE = "Answer: "  # after a request's reasoning: the constrained answer follows it
 
 
 class LocalLLM:
@@ -48,13 +50,35 @@ class LocalLLM:
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
         # tokenized once here: the LM methods take the ids, and their lengths are the calls' tokens_in
         prompts = self.lm.encode([self.lm.render(m) for m in messages])
+        reasoned = self._reason(requests, prompts)
         out: list[Optional[Answer]] = [None] * len(requests)
         groups: dict[str, list[int]] = {}
         for i, r in enumerate(requests):
             groups.setdefault(self._kind(r), []).append(i)
         for kind, idx in groups.items():
             getattr(self, f"_{kind}")([requests[i] for i in idx], [prompts[i] for i in idx], idx, out)
+        for i, (reasoning, n, prompt_len) in reasoned.items():
+            a = out[i]
+            out[i] = Answer(a.value, raw=f"{reasoning}\nAnswer: {a.raw}", tokens_in=prompt_len,
+                            tokens_out=n + a.tokens_out, attempts=a.attempts, error=a.error)
         return out  # type: ignore[return-value]
+
+    def _reason(self, requests: Sequence[DecisionRequest], prompts: list[list[int]]) -> dict[int, tuple[str, int, int]]:
+        """Reasoning first, for the requests that ask for it (`reason_tokens`): the reasoning is sampled as text
+        (cut before the model's own "Answer:"), and the prompt extended with it and "Answer: ", after which the
+        answer is decoded under its space's constraint as any other. {index: (reasoning, its tokens, prompt tokens)}."""
+        idx = [i for i, r in enumerate(requests) if reasoned(r)]
+        if not idx:
+            return {}
+        got = self.lm.generate([prompts[i] for i in idx], [requests[i].reason_tokens for i in idx], self.temperature,
+                               [requests[i].seed for i in idx])
+        texts = [cut_reasoning(text) for text, _ in got]
+        tails = self.lm.encode([f"{t}\n{ANSWER_CUE}" if t else ANSWER_CUE for t in texts])
+        out = {}
+        for i, text, (_, n), tail in zip(idx, texts, got, tails):
+            out[i] = (text, n, len(prompts[i]))
+            prompts[i] = prompts[i] + tail
+        return out
 
     @staticmethod
     def _kind(r: DecisionRequest) -> str:

@@ -1,0 +1,159 @@
+"""Reasoning before the answer (a paper protocol's step-by-step prompt): the prompt, the cache key, the
+parse of a served model's text, the local engine's two stages, and the scenarios' protocol switches."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+from agents.llm.chat import ChatLLM
+from agents.llm.keys import cache_key
+from agents.llm.parse import cut_reasoning, reasoned_answer
+from agents.llm.prompts import render_messages
+from agents.scripted import ScriptedBackend
+from scenarios import get_scenario
+from sim.core.contracts import DecisionRequest
+from sim.core.spaces import Choice, Number, SpaceError, Text
+from sim.runner.config import build_spec
+from sim.tick.broker import DecisionBroker
+
+NUM = Number(0, 20, 1)
+
+
+def req(reason: int = 0, space=NUM, seed: int = 1, default=0.0) -> DecisionRequest:
+    return DecisionRequest(agent_id=1, tick=1, phase="harvest", space=space, default=default, backend="llm",
+                           context="A lake.", question="How many?", seed=seed, reason_tokens=reason)
+
+
+def test_a_reasoning_request_asks_for_reasoning_then_an_answer_line():
+    plain, reasoned = render_messages(req()), render_messages(req(64))
+    assert plain == render_messages(DecisionRequest(agent_id=1, tick=1, phase="harvest", space=NUM, default=0.0,
+                                                    backend="llm", context="A lake.", question="How many?", seed=1))
+    assert "step by step" not in plain[-1]["content"]
+    assert 'put your final answer after "Answer:"' in reasoned[-1]["content"]
+    assert "a number from 0 to 20 in steps of 1" in reasoned[-1]["content"]
+    assert render_messages(req(64, space=Text(10), default="x")) == render_messages(req(0, space=Text(10), default="x"))
+
+
+def test_the_reasoning_budget_enters_the_cache_key_only_when_there_is_one():
+    msgs = render_messages(req())
+    old = cache_key("m", msgs, NUM, {"t": 1}, 1)
+    assert cache_key("m", msgs, NUM, {"t": 1}, 1, 0) == old  # every stored run keeps its keys
+    assert cache_key("m", msgs, NUM, {"t": 1}, 1, 64) not in (old, cache_key("m", msgs, NUM, {"t": 1}, 1, 128))
+
+
+@pytest.mark.parametrize("text, value", [
+    ("The lake has 100 tons, so 5 each is safe.\nAnswer: 5 tons", 5.0),
+    ("Answer: 3\nOn reflection, less.\nAnswer: **2**", 2.0),
+    ("I keep it sustainable. Answer: 7.", 7.0),
+])
+def test_a_reasoned_answer_is_read_after_the_last_answer_line(text, value):
+    assert reasoned_answer(text, NUM) == value
+
+
+@pytest.mark.parametrize("text", ["I would catch 5 tons.", "Answer: plenty", "Answer: 50 tons"])
+def test_a_reasoned_answer_without_a_valid_answer_line_is_refused(text):
+    with pytest.raises(SpaceError):
+        reasoned_answer(text, NUM)
+
+
+def test_local_reasoning_is_cut_before_the_models_own_answer():
+    assert cut_reasoning("Half is fair. Answer: 9 tons") == "Half is fair."
+    assert cut_reasoning("No cue here.") == "No cue here."
+
+
+def test_a_served_model_reasons_then_answers_and_a_rambling_answer_is_retried():
+    chat = FakeListChatModel(responses=["The stock is high, so 12 is safe.\nAnswer: 12 tons"])
+    [a] = ChatLLM(chat, "fake", backoff_s=0.01).answer([req(64)], [render_messages(req(64))])
+    assert a.value == 12.0 and a.attempts == 1 and "stock is high" in a.raw
+    chat = FakeListChatModel(responses=["I would take about 12.", "12"])  # no Answer line: retried, bare answer accepted
+    [a] = ChatLLM(chat, "fake", backoff_s=0.01, max_concurrency=1).answer([req(64)], [render_messages(req(64))])
+    assert a.value == 12.0 and a.attempts == 2
+
+
+@pytest.fixture(scope="module")
+def lm():
+    from tests.tiny_lm import tiny_lm
+
+    return tiny_lm()
+
+
+def test_the_local_engine_reasons_then_decodes_the_answer_under_its_constraint(lm):
+    from agents.llm.local.llm import LocalLLM
+
+    eng = LocalLLM(lm=lm, temperature=0.8)
+    reqs = [req(12, seed=s) for s in range(6)] + [req(12, space=Choice(["stay", "leave"]), default="stay", seed=9), req(0, seed=3)]
+    msgs = [render_messages(r) for r in reqs]
+    got = eng.answer(reqs, msgs)
+    for r, a in zip(reqs, got):
+        assert a.error is None
+        r.space.validate(a.value)
+    for a in got[:7]:
+        reasoning, _, answer = a.raw.rpartition("\nAnswer: ")
+        assert answer == str(a.raw.rsplit("Answer: ", 1)[1]) and reasoning != a.raw  # reasoning, then the answer
+        assert a.tokens_out > len(lm.encode([answer])[0])
+    assert "\nAnswer: " not in got[7].raw  # a request without reasoning answers bare
+    one_by_one = [eng.answer([r], [m])[0] for r, m in zip(reqs, msgs)]
+    assert [(a.value, a.raw) for a in one_by_one] == [(a.value, a.raw) for a in got]  # a batch changes no answer
+    plain = eng.answer([req(0, seed=s) for s in range(6)], [render_messages(req(0, seed=s)) for s in range(6)])
+    assert [a.raw for a in plain] != [a.raw for a in got[:6]]
+
+
+def _model(scenario: str, config_file: str, **sets):
+    spec = build_spec(scenario, config_file=config_file, sets=[f"{k}={v}" for k, v in sets.items()])
+    cls = get_scenario(scenario)
+    scripted = ScriptedBackend(cls.strategies)  # answers the LLM agents' requests too: the prompts are what is tested
+    return cls(cls.Config.model_validate(spec.config), seed=0, policy="llm",
+               broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
+
+
+def test_govsim_protocol_hides_threshold_and_horizon_and_reasons_each_catch():
+    model = _model("commons", "scenarios/commons/configs/govsim.yaml")
+    model.steps += 1  # month 1's view
+    fisher = list(model.agents)[0]
+    r = model.observe(fisher, "harvest")
+    assert r.reason_tokens == 128
+    assert "collapses" not in r.context and "of 12" not in r.context and "It is month 1." in r.context
+    default = _model("commons", "scenarios/commons/configs/llm.yaml")
+    default.steps += 1
+    d = default.observe(list(default.agents)[0], "harvest")
+    assert d.reason_tokens == 0 and "collapses" in d.context and "month 1 of 12" in d.context
+
+
+def test_vh2024_protocol_gives_the_goal_and_no_direct_reciprocity_cue():
+    model = _model("donor", "scenarios/donor/configs/vh2024.yaml", agents=4, rounds=2, generations=1)
+    assert model.config.trace_depth == 3 and model.reward_layer.feedback == "none"
+    assert "Your goal is to maximize the number of units you have after the final round." in model._rules()
+    from sim.core.contracts import Decision
+
+    model.step()  # round 1 (strategies written by the default, gifts at the default 0: answer them here)
+    donor_id, recipient = next(iter(model.pairs.items()))
+    model.modes[donor_id] = "give"
+    model.act("donate", [Decision(donor_id, "donate", 50.0, "llm")])
+    assert not any("gave me" in line for line in recipient.memory.render("x").splitlines())
+    assert model.reward_layer.feedback_for(recipient.unique_id, {recipient.unique_id: 3.0}, {}) == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario, config, sets, reasoned_phase", [
+    ("commons", "scenarios/commons/configs/govsim.yaml", ["months=2", "fishers=3", "reasoning=24"], "harvest"),
+    ("donor", "scenarios/donor/configs/vh2024.yaml", ["agents=4", "rounds=2", "generations=1", "reasoning=24",
+                                                      "strategy_tokens=24"], "donate"),
+])
+def test_a_paper_protocol_runs_on_the_embedded_model_and_reruns_from_its_cache(db_url, scenario, config, sets, reasoned_phase):
+    from sqlalchemy import text
+
+    from sim.store.store import Store
+    from tests.conftest import cli_json
+
+    args = ["run", scenario, "--config", config, *[x for s in sets for x in ("--set", s)]]
+    first, second = cli_json(*args, db=db_url), cli_json(*args, db=db_url)
+    assert first["fallbacks"] == 0 and second["fallbacks"] == 0  # every decision valid, none replaced
+    assert first["metrics"] == second["metrics"] and first["ticks"] == second["ticks"]
+    with Store(db_url).engine.connect() as conn:
+        rows = conn.execute(text("select run_id, phase, answer, cache_hit, fallback from llm_calls")).all()
+    by_run = {run: [r for r in rows if r.run_id == run] for run in (first["run_id"], second["run_id"])}
+    assert len(by_run[first["run_id"]]) == len(by_run[second["run_id"]]) > 0
+    assert all(r.cache_hit for r in by_run[second["run_id"]]) and not any(r.cache_hit for r in by_run[first["run_id"]])
+    reasoned = [r for r in by_run[first["run_id"]] if r.phase == reasoned_phase]
+    assert reasoned and all("\nAnswer: " in r.answer for r in reasoned)  # reasoning, then the constrained answer
