@@ -315,3 +315,44 @@ def test_llm_community_runs_valid_and_replays(store):
     assert len([c for c in calls if c.phase == "stance"]) == len(written)
     assert all(e.data["stance"] in (0.0, 0.25, 0.5, 0.75, 1.0) for e in events)
     assert replay_run(store, r.run_id)["matched"]
+
+
+def _llm_community(readback: bool):
+    """Every member an LLM member, answered by a stand-in (scripted choices and texts, 'neutral' stances)."""
+    from agents.scripted import ScriptedBackend
+    from scenarios.social.model import SocialModel
+    from sim.core.contracts import Decision
+    from sim.tick.broker import DecisionBroker
+
+    class StandIn(ScriptedBackend):
+        name = "llm"
+
+        def decide_batch(self, requests):
+            rest = [r for r in requests if r.phase != "stance"]
+            got = iter(super().decide_batch(rest))
+            return [Decision(r.agent_id, r.phase, "neutral", "llm") if r.phase == "stance" else next(got) for r in requests]
+
+    cfg = SocialModel.Config(agents=40, activity=1.0, activity_skew=0.0, epsilon=1.0, mu=0.5, stance_readback=readback)
+    model = SocialModel(cfg, seed=1, broker=DecisionBroker({"llm": StandIn(SocialModel.strategies)}), policy="llm")
+    for m in model.members:
+        m.strategy = "engaged"
+    return model
+
+
+@pytest.mark.parametrize("readback", [True, False])
+def test_stance_readback_decides_whether_llm_members_read_by_the_bounded_confidence_rule(readback):
+    """Read-back on (the default): an LLM member's opinion is the stance of its own text, never moved by reading;
+    off: no stance phase, and LLM members' opinions move toward what they read (epsilon applies to them)."""
+    model = _llm_community(readback)
+    assert ("stance" in model.phases()) is readback
+    before = model.opinion.copy()
+    writers: set[int] = set()
+    for _ in range(2):
+        model.step()
+        writers |= {int(i) for i in model.wrote}
+    writers = writers if readback else set()
+    moved = [i for i in range(len(before)) if abs(model.opinion[i] - before[i]) > 1e-9 and i not in writers]
+    if readback:
+        assert not moved  # readers who did not write kept their opinion: reading moves no LLM member
+    else:
+        assert len(moved) >= len(before) // 2  # epsilon=1, mu=0.5: most members moved toward what they read

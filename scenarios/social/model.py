@@ -5,9 +5,10 @@ at most `feed_size` recent items ranked by the recommender, updates its opinion 
 read (scripted members: Deffuant or Hegselmann–Krause bounded confidence), then
 1. choose: one action — post, comment K, upvote K, downvote K, follow K, unfollow K, idle;
 2. write: those who chose post or comment write the text (a second batched stage);
-3. stance (only when LLM members exist): each LLM message's stance is read off its text by
-   scoring the five stance labels with the same model, persona-free; the author's opinion
-   becomes that stance.
+3. stance (only when LLM members exist and `stance_readback` is on, the default): each LLM message's
+   stance is read off its text by scoring the five stance labels with the same model, persona-free;
+   the author's opinion becomes that stance. With it off, a message carries its author's opinion
+   and LLM members update theirs by the bounded-confidence rule, as scripted members do.
 Upvotes, downvotes and replies received are the payoffs (plus an optional platform bonus
 per reply to a post); members are shown what they got since their last visit.
 
@@ -84,6 +85,9 @@ class SocialConfig(ScenarioConfig):
     reply_bonus: float = Field(0.0, ge=0.0, le=100.0, description="platform incentive: extra payoff per reply to a post")
     show_reward: bool = Field(True, description="LLM members are told the votes and replies they got since their last visit")
     text_tokens: int = Field(40, ge=4, le=256, description="LLM messages: at most this many tokens")
+    stance_readback: bool = Field(True, description="an LLM member's message takes the stance read back from its text, and its "
+                                  "author's opinion becomes that stance (so epsilon does not apply to LLM members); false: "
+                                  "messages carry the author's opinion and LLM members read by the bounded-confidence rule too")
     metric_every: int = Field(10, ge=1, le=100_000, description="expensive network metrics every this many ticks (and the last)")
     metric_sample: int = Field(500, ge=10, le=1_000_000, description="nodes sampled for the clustering coefficient")
     path_sources: int = Field(16, ge=1, le=10_000, description="breadth-first-search sources sampled for the mean shortest path")
@@ -141,7 +145,7 @@ class SocialModel(SocietyModel):
     fork_fields = frozenset({"recommender", "feed_size", "feed_window", "max_candidates", "hot_decay", "opinion_model",
                              "epsilon", "mu", "like_minded", "topic", "post_rate", "reward_sensitivity", "upvote_value",
                              "downvote_value", "reply_value", "reply_bonus", "show_reward", "text_tokens", "metric_every",
-                             "metric_sample", "path_sources", "cluster_gap"})
+                             "metric_sample", "path_sources", "cluster_gap", "stance_readback"})
     config: SocialConfig
 
     #: published values for a real network of AI agents, shown beside a run's (see analysis/reference.py)
@@ -210,7 +214,7 @@ class SocialModel(SocietyModel):
 
     # ----- the tick: feeds and reading ----------------------------------------------------------
     def phases(self) -> Sequence[str]:
-        return ("choose", "write", "stance") if self.is_llm.any() else ("choose", "write")
+        return ("choose", "write", "stance") if self.config.stance_readback and self.is_llm.any() else ("choose", "write")
 
     def update(self) -> None:
         c, t = self.config, self.tick
@@ -249,8 +253,8 @@ class SocialModel(SocietyModel):
         close = (np.abs(stances - self.opinion[readers][:, None]) <= c.like_minded) & seen
         self.exposure += (int(close.sum()), int(seen.sum()))
         self.echo = float(close.sum() / seen.sum()) if seen.any() else None
-        scripted = ~self.is_llm[readers]
-        who, st = readers[scripted], stances[scripted]
+        learners = ~self.is_llm[readers] if c.stance_readback else np.ones(readers.size, dtype=bool)  # read-back sets LLM opinions
+        who, st = readers[learners], stances[learners]
         if who.size == 0 or c.mu == 0:
             return
         if c.opinion_model == "hk":
