@@ -157,3 +157,30 @@ def test_a_paper_protocol_runs_on_the_embedded_model_and_reruns_from_its_cache(d
     assert all(r.cache_hit for r in by_run[second["run_id"]]) and not any(r.cache_hit for r in by_run[first["run_id"]])
     reasoned = [r for r in by_run[first["run_id"]] if r.phase == reasoned_phase]
     assert reasoned and all("\nAnswer: " in r.answer for r in reasoned)  # reasoning, then the constrained answer
+
+
+def test_the_post_harvest_conversation_reports_every_catch_and_agrees_next_months_limit():
+    """GovSim's month (scripted fishers): harvest, the mayor's report, rounds of messages each seeing the
+    last, the median stated limit the agreed limit of the next month."""
+    spec = build_spec("commons", sets=["conversation_rounds=2", "months=3", "fishers=4"], policy="scripted")
+    cls = get_scenario("commons")
+    model = cls(cls.Config.model_validate(spec.config), seed=0, policy="scripted",
+                broker=DecisionBroker({"scripted": ScriptedBackend(cls.strategies)}))
+    assert model.phases() == ("harvest", "converse1", "converse2")
+    model.step()
+    assert model.norm is None  # month 1 fishes before anyone has talked
+    # sustainable fishers caught 12 each (100 / 2 / 4) and state the share of next month's regrown lake: 12
+    assert model.agreed == 12.0
+    model.step()
+    assert model.norm == 12.0 and all(f.catch <= 12.0 for f in model.agents)
+
+
+def test_reflection_puts_an_insight_in_each_llm_fishers_memory():
+    model = _model("commons", "scenarios/commons/configs/govsim.yaml", fishers=3, months=2)
+    assert model.phases()[-3:] == ("converse1", "converse2", "reflect")
+    model.step()
+    for fisher in model.agents:
+        text = fisher.memory.render("How many tons of fish do you catch this month?")
+        assert "My insight:" in text
+    report = model.history.render("x")
+    assert "The mayor's report of this month's catches: fisher" in report and "At the restaurant the fishers said:" in report

@@ -43,6 +43,8 @@ _NUMBER = re.compile(r"(\d+(?:\.\d+)?)")
 MAX_MESSAGES_SHOWN = 8  # a prompt quotes at most this many of the month's messages
 MAX_SANCTION_TARGETS = 8  # a sanction choice lists at most this many violators (the largest catches)
 MAX_VOTE_OPTIONS = 8  # a vote lists at most this many proposals (the most proposed ones)
+CONVERSE = tuple(f"converse{k}" for k in range(1, 11))  # the post-harvest conversation's rounds (conversation_rounds)
+MAYOR_LISTS = 20  # the mayor's report names at most this many fishers' catches
 DISPOSITIONS = {  # disposition -> (persona of LLM fishers, strategy of scripted fishers)
     "altruistic": ("a fisher who cares about the whole group and wants the lake to last for everyone", "sustainable"),
     "selfish": ("a fisher who cares only about maximising your own catch", "greedy"),
@@ -77,6 +79,10 @@ class CommonsConfig(ScenarioConfig):
     sanction_growth: float = Field(0.0, ge=0, le=100, description="graduated sanctions: fine = sanction_fine x (1 + sanction_growth x the violator's earlier violations)")
     monitoring_cost: float = Field(0.0, ge=0, le=1e6, description="cost to every fisher of each month a norm is in force and sanctions are on")
     start_fraction: float = Field(1.0, gt=0, le=1, description="share of the capacity the lake starts with (rich 1.0, scarce e.g. 0.3)")
+    conversation_rounds: int = Field(0, ge=0, le=10, description="after the harvest the mayor reports every catch and the fishers "
+                                     "talk this many rounds, each seeing the rounds before (GovSim's conversation; 0: none); "
+                                     "the median limit stated is the group's agreed limit next month")
+    reflection: bool = Field(False, description="at the month's end each LLM fisher writes one insight into its memory (GovSim's reflection)")
     reasoning: int = Field(0, ge=0, le=1024, description="LLM fishers reason in at most this many tokens before each catch, "
                            "then answer after \"Answer:\" (GovSim's step-by-step prompt); 0: a bare number")
     disclose_collapse: bool = Field(True, description="the situation states the collapse threshold (GovSim's prompt does not)")
@@ -119,7 +125,8 @@ class CommonsModel(SocietyModel):
     #: read as the months go (fishers, strategy, disposition and start_fraction shape the world at its start)
     fork_fields = frozenset({"capacity", "collapse_below", "regrowth", "catch", "talk", "sanctions", "sanction_cost",
                              "sanction_fine", "social_learning", "norm_formation", "vote_every", "vote_rule",
-                             "sanction_growth", "monitoring_cost", "reasoning", "disclose_collapse", "disclose_horizon"})
+                             "sanction_growth", "monitoring_cost", "reasoning", "disclose_collapse", "disclose_horizon",
+                             "conversation_rounds", "reflection"})
     config: CommonsConfig
 
     def setup(self) -> None:
@@ -128,6 +135,8 @@ class CommonsModel(SocietyModel):
         self.stock_start = self.stock
         self.norm: Optional[float] = None
         self.norm_in_force: Optional[float] = None  # the adopted limit (norm formation)
+        self.agreed: Optional[float] = None  # the limit the last post-harvest conversation agreed (conversation_rounds)
+        self.conversation_limits: list[float] = []  # limits stated in this month's conversation so far
         self.proposals: dict[int, float] = {}
         self.vote_options: dict[str, float] = {}
         self.fines_total = 0.0
@@ -162,7 +171,8 @@ class CommonsModel(SocietyModel):
     def phases(self) -> Sequence[str]:
         c = self.config
         return ((("talk",) if c.talk else ()) + (("propose", "vote") if self.voting() else ()) + ("harvest",)
-                + (("sanction",) if c.sanctions else ()))
+                + (("sanction",) if c.sanctions else ()) + CONVERSE[:c.conversation_rounds]
+                + (("reflect",) if c.reflection else ()))
 
     def update(self) -> None:
         c = self.config
@@ -170,7 +180,7 @@ class CommonsModel(SocietyModel):
             self.stock = min(c.capacity, self.stock * c.regrowth)
         self.stock_start = self.stock
         self.messages = []
-        self.norm = self.norm_in_force
+        self.norm = self.norm_in_force if self.norm_in_force is not None else self.agreed
         self.proposals = {}
         self.vote_options = {}
         self._base = None
@@ -214,10 +224,10 @@ class CommonsModel(SocietyModel):
             self._history_text = {key: self.history.render(question, noun=self.memory_noun)}
         return self._history_text[key]
 
-    def _context(self, agent: Fisher, obs: Mapping[str, Any], question: str) -> tuple[str, str]:
+    def _context(self, agent: Fisher, obs: Mapping[str, Any], question: str, after_harvest: bool = False) -> tuple[str, str]:
         c = self.config
         last = own = ""
-        if obs["last_total"] is not None:
+        if obs["last_total"] is not None and not after_harvest:  # (after the harvest, the month's report says it)
             last = tpl.LAST.substitute(total=f"{obs['last_total']:g}", mean=f"{obs['last_mean']:.1f}")
             if self.history is None:  # (with a shared history the fisher's memory says it: "I caught ...")
                 own = tpl.OWN.substitute(own=f"{self.last_catches.get(agent.unique_id, 0):g}")
@@ -246,6 +256,12 @@ class CommonsModel(SocietyModel):
         if agent.belief is not None and phase in ("propose", "vote"):
             obs["belief"], obs["copied"] = agent.belief, agent.copied
             belief = tpl.BELIEF.substitute(belief=f"{agent.belief:g}")
+        if phase in CONVERSE or phase == "reflect":
+            if agent.policy != "llm" and phase == "reflect":
+                return None  # a scripted fisher keeps no insights
+            space = Text(max_tokens=60 if phase == "reflect" else 40)
+            default = "I will keep my catch sustainable." if phase == "reflect" else "I will catch a fair share."
+            return self._request(agent, phase, space, default, obs, question)
         if phase == "talk":
             space, default = Text(max_tokens=40), "I will catch a fair share."
         elif phase == "propose":
@@ -286,7 +302,7 @@ class CommonsModel(SocietyModel):
         """The request, with prompt text (shared situation, then the fisher's own) for LLM fishers only."""
         if agent.policy != "llm":
             return self.request(agent, phase, space, default, obs, "", question)
-        shared, own = self._context(agent, obs, question)
+        shared, own = self._context(agent, obs, question, after_harvest=phase in CONVERSE or phase == "reflect")
         reason = self.config.reasoning if phase == "harvest" else 0
         return self.request(agent, phase, space, default, obs, shared + shared_extra, question, own_context=own + own_extra,
                             reason_tokens=reason)
@@ -296,7 +312,8 @@ class CommonsModel(SocietyModel):
         if phase not in cache:
             c = self.config
             fine = f"{c.sanction_fine:g}" + (" (more for repeat violators)" if c.sanction_growth else "")
-            cache[phase] = tpl.QUESTIONS[phase].substitute(cost=f"{c.sanction_cost:g}", fine=fine)
+            key = "converse" if phase in CONVERSE else phase
+            cache[phase] = tpl.QUESTIONS[key].substitute(cost=f"{c.sanction_cost:g}", fine=fine)
         return cache[phase]
 
     def _harvest_space(self) -> Number:
@@ -315,7 +332,37 @@ class CommonsModel(SocietyModel):
         return self._violators
 
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:
-        getattr(self, f"_act_{phase}")(decisions)
+        if phase in CONVERSE:
+            self._act_converse(phase, decisions)
+        else:
+            getattr(self, f"_act_{phase}")(decisions)
+
+    def _act_converse(self, phase: str, decisions: Sequence[Decision]) -> None:
+        """A round of the post-harvest conversation: every message heard (the next round sees this one), every
+        limit stated recorded; after the last round, the median limit stated is the agreed limit of next month."""
+        said = []
+        for d in decisions:
+            text = str(d.value)
+            said.append((d.agent_id, text))
+            self.emit("message", d.agent_id, None, text=text, conversation=True)
+            amount = stated_limit(text)
+            if amount is not None:
+                self.conversation_limits.append(amount)
+                self.norms.statement(d.agent_id, NORM, {"max_catch": amount}, text)
+        heard = " ".join(f"fisher {a}: {self.quoted(m)}" for a, m in said[:MAX_MESSAGES_SHOWN])
+        if heard:
+            self._tell("message", f"At the restaurant the fishers said: {heard}")
+        if phase == CONVERSE[self.config.conversation_rounds - 1]:
+            limits, self.conversation_limits = self.conversation_limits, []
+            self.agreed = float(statistics.median(limits)) if limits else self.agreed
+
+    def _act_reflect(self, decisions: Sequence[Decision]) -> None:
+        """Each LLM fisher's insight, kept in its own memory (GovSim's reflection at home)."""
+        fishers = self.agent_map()
+        for d in decisions:
+            f = fishers[d.agent_id]
+            if f.remembers:
+                f.remember(self.tick, "insight", f"My insight: {self.quoted(str(d.value))}")
 
     def _act_talk(self, decisions: Sequence[Decision]) -> None:
         proposals = []
@@ -416,6 +463,10 @@ class CommonsModel(SocietyModel):
                 if f.remembers:
                     f.remember(self.tick, "observation", f"I caught {f.catch:g} tons{public}.")
         self.last_catches = caught
+        if self.config.conversation_rounds:  # GovSim's mayor opens the conversation with every catch
+            listed = ", ".join(f"fisher {aid} caught {amount:g} tons" for aid, amount in list(caught.items())[:MAYOR_LISTS])
+            more = f", and {len(caught) - MAYOR_LISTS} more fishers" if len(caught) > MAYOR_LISTS else ""
+            self._tell("report", f"The mayor's report of this month's catches: {listed}{more}.")
         if self.stock < self.config.collapse_below:
             self.end("collapsed", f"stock fell to {self.stock:g} tons in month {self.tick}")
 

@@ -1,6 +1,7 @@
 """Scripted fishers: sustainable, greedy, fixed, random, conditional.
 
-Each strategy answers every phase of the fishery (talk, propose, vote, harvest, sanction)
+Each strategy answers every phase of the fishery (talk, propose, vote, harvest, sanction, the
+conversation's rounds; reflection is the LLM fishers' own)
 from the request's observation alone. A fisher proposes the limit its strategy would catch
 (or, once, a belief copied from a peer by social learning) and votes for the proposal
 closest to its own.
@@ -49,9 +50,13 @@ def _strategy(name: str):
 
     def decide(request: DecisionRequest, rng: random.Random):
         obs = request.observation
-        if request.phase == "talk":
+        if request.phase == "talk" or request.phase.startswith("converse"):
+            if request.phase != "talk":  # after the harvest: the limit is for next month's lake, regrown
+                obs = dict(obs, stock=min(obs["capacity"], obs["stock"] * obs["regrowth"]))
             amount = int(min(intent(obs, rng), obs["stock"]))
             return f"I plan to catch {amount} tons. I propose each of us catches at most {amount} tons."
+        if request.phase == "reflect":  # (a scripted fisher is never asked; a stand-in for an LLM one may be)
+            return "Catching the sustainable share keeps the lake and our income for the months to come."
         if request.phase == "propose":
             if obs.get("copied"):
                 return min(float(obs["belief"]), math.floor(obs["stock"]))

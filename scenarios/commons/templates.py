@@ -27,5 +27,8 @@ QUESTIONS = {
     "propose": Template("Propose a catch limit: how many tons at most should each fisher catch per month?"),
     "vote": Template("Which catch limit do you vote for? The limit with a majority of the votes becomes the group's rule."),
     "harvest": Template("How many tons of fish do you catch this month?"),
+    "converse": Template("You are at the restaurant with the other fishers after this month's fishing. What do you say to them "
+                         "about how much each of you should catch next month? One or two sentences."),
+    "reflect": Template("At home after the conversation: what high-level insight do you draw from this month? One sentence."),
     "sanction": Template("Some fishers caught more than the agreed limit. You may pay $cost to fine one of them $fine. Whom do you fine?"),
 }
