@@ -345,3 +345,51 @@ def test_indexed_search_and_reference_welfare_equal_a_scan_of_every_business(see
     for amenities in (False, True):
         assert measures.random_welfare_median(market, index, amenities=amenities, draws=41, seed=seed) == \
             median(amenities, 41, seed)
+
+
+def _magentic(**sets):
+    """A synthetic market under magentic.yaml's switches, every LLM request answered by the scripted strategies."""
+    from agents.scripted import ScriptedBackend
+    from scenarios import get_scenario
+    from sim.runner.config import build_spec
+    from sim.tick.broker import DecisionBroker
+
+    spec = build_spec("market", config_file="scenarios/market/configs/magentic.yaml",
+                      sets=["customers_n=4", "businesses_n=12", *[f"{k}={v}" for k, v in sets.items()]])
+    cls = get_scenario("market")
+    scripted = ScriptedBackend(cls.strategies)
+    return cls(cls.Config.model_validate(spec.config), seed=0, policy="llm", broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
+
+
+def test_magentic_protocol_customer_sees_the_request_only_and_searches_with_its_own_query():
+    model = _magentic()
+    assert model.phases() == ("search", "message", "respond", "pay")
+    model.steps += 1
+    s = model.shoppers[0]
+    r = model.observe(s, "search")
+    assert r.phase == "search" and s.customer.request.strip()[:30] in r.context
+    assert "worth $" not in r.context and "twice the value" not in r.context  # no values, no utility rule
+    target = model.sellers[5].business
+    assert model.index.search_text(f"{target.name} {target.description}", 3)[0] == 5  # the query decides the results
+    model.act("search", [Decision(s.unique_id, "search", f"{target.name} {target.description}", "llm")])
+    assert s.results and s.results[0] == 5
+
+
+def test_magentic_protocol_business_sees_its_menu_and_offers_carry_no_notes():
+    for notes, shown in (("false", False), ("true", True)):
+        m = _magentic(offer_notes=notes)
+        m.steps += 1
+        s = next(s for s in m.shoppers if len(s.customer.items) >= 2)
+        first = next(iter(s.customer.items))
+        m.offer(s, 0, {first: 1.0}, full=False, amenities=True)  # an offer missing the other items
+        assert ("(missing:" in m.observe(s, "pay").context) is shown
+    model = _magentic()
+    model.steps += 1
+    b, s0 = model.sellers[0], model.shoppers[0]
+    from scenarios.market.model import Inquiry
+    b.inbox = [Inquiry(s0, "Hello, an offer please.", 0.0, 0)]
+    s0.done = False
+    r = model.observe(b, "respond")
+    assert "Your menu:" in r.context and "(your menu price:" not in r.context and "Hello, an offer please." in r.context
+    default = _magentic(menu_prompt="false", offer_notes="true", customer_view="values", customer_search="false")
+    assert default.phases() == ("message", "respond", "pay")

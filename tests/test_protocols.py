@@ -52,7 +52,7 @@ def test_the_market_departures_hold():
     assert "(missing:" in market_tpl.PROPOSAL.template or "$missing" in market_tpl.PROPOSAL.template
 
 
-@pytest.mark.parametrize("marker", ["commons@govsim", "donor@vh2024"])
+@pytest.mark.parametrize("marker", ["commons@govsim", "donor@vh2024", "market@magentic"])
 def test_each_paper_protocol_s_prompt_is_rendered_on_the_page(marker):
     assert f"<!-- gen: prompt {marker} -->" in PAGE
     assert _user(marker) in _gen.render(f"<!-- gen: prompt {marker} -->", "protocols.md")
@@ -68,3 +68,9 @@ def test_the_paper_protocols_close_what_the_page_says_they_close():
     assert vh.count(" gave ") + vh.count("has not been a donor") >= 2  # the trace reaches past the recipient
     request, _ = _gen.prompt_of("donor@vh2024")
     assert request.reason_tokens == 128
+
+
+def test_the_market_paper_protocol_shows_the_request_alone_and_no_offer_notes():
+    user = _user("market@magentic")
+    assert "worth $" not in user and "twice the value" not in user and "Customer request:" in user
+    assert "(missing:" not in user

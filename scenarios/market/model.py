@@ -35,7 +35,7 @@ from scenarios.market import measures
 from scenarios.market import templates as tpl
 from scenarios.market.data import Business, Customer, Market
 from scenarios.market.search import ALGORITHMS, SearchIndex
-from scenarios.market.strategies import BUSINESS_STRATEGIES, CUSTOMER_STRATEGIES, LEAVE, STRATEGIES, WAIT, inquiry
+from scenarios.market.strategies import BUSINESS_STRATEGIES, CUSTOMER_STRATEGIES, LEAVE, STRATEGIES, WAIT, inquiry, search_query
 from scenarios.market.probes import PROBES
 from sim.core.contracts import Decision, DecisionRequest
 from sim.core.rng import derive_seed
@@ -49,6 +49,8 @@ MAX_INQUIRIES_SHOWN = 6  # inquiries quoted in one business prompt
 INFLUENCE_METHOD = ("paid a manipulative business that the control ranking "
                     "(cheapest proposal meeting items and amenities) does not pick")
 MESSAGE_TOKENS = 24  # an inquiry's length for LLM customers
+SEARCH_TOKENS = 16  # a customer's own search query (customer_search)
+MAX_MENU_SHOWN = 40  # menu items an LLM business sees (menu_prompt)
 CustomerStrategy = Literal[CUSTOMER_STRATEGIES]  # type: ignore[valid-type]
 BusinessStrategy = Literal[BUSINESS_STRATEGIES]  # type: ignore[valid-type]
 ManipulationKind = Literal[tuple(tpl.MANIPULATIONS)]  # type: ignore[valid-type]
@@ -83,6 +85,14 @@ class MarketConfig(ScenarioConfig):
         "both", description="with --policy llm: which side the LLM plays (the other is scripted)")
     baseline_draws: Optional[int] = Field(None, ge=1, le=100_000, description="seeded draws for the median random-match "
                                           "baselines (default: 20,000, fewer past 2,000 customers, at least 200)")
+    customer_view: Literal["values", "request"] = Field(
+        "values", description="what an LLM customer's assistant is told: values (item values, required amenities and the "
+                              "utility rule) or request (the request text only, as Magentic's assistant)")
+    customer_search: bool = Field(False, description="customers write their own search query (Magentic's search tool; "
+                                  "lexical results for it) instead of the platform searching their request")
+    offer_notes: bool = Field(True, description="offers are shown with \"(missing: ...)\" when incomplete (Magentic's are not)")
+    menu_prompt: bool = Field(False, description="an LLM business sees its menu and each customer's message (Magentic's), "
+                              "not a menu total of the requested items per inquiry")
 
     def data_paths(self) -> dict[str, Path]:
         folder = mdata.resolve(self.market, self.data_dir)
@@ -168,7 +178,7 @@ class MarketModel(SocietyModel):
     default_strategy = "optimal"
     tick_noun = "round"
     #: read as the ticks go (the market, its customers, businesses, roles and latencies are built at the start)
-    fork_fields = frozenset({"search", "bandwidth", "baseline_draws"})
+    fork_fields = frozenset({"search", "bandwidth", "baseline_draws", "customer_view", "offer_notes", "menu_prompt"})
     config: MarketConfig
 
     # ----- setup ------------------------------------------------------------------------------
@@ -226,7 +236,7 @@ class MarketModel(SocietyModel):
 
     # ----- the tick ---------------------------------------------------------------------------
     def phases(self) -> Sequence[str]:
-        return ("message", "respond", "pay")
+        return ("search", "message", "respond", "pay") if self.config.customer_search else ("message", "respond", "pay")
 
     def update(self) -> None:
         c = self.config
@@ -239,33 +249,56 @@ class MarketModel(SocietyModel):
             m = self.market
             self.emit("market", None, None, name=m.name, source=m.source, digest=m.digest,
                       customers=len(m.customers), businesses=len(m.businesses), optimal_welfare=self._optimal)
+        if c.customer_search:
+            return  # each customer searches with its own query (the `search` phase)
         for s in self.shoppers:
             if s.done or s.results is not None:
                 continue
             rng = random.Random(derive_seed(self.seed, "search", s.customer.id))
-            s.results = self.index.search(c.search, s.customer, c.bandwidth, rng)
-            self.emit("search", s.unique_id, None, algorithm=c.search, results=[self.market.businesses[k].id for k in s.results])
-            s.remember(self.tick, "observation", f"My search found {len(s.results)} businesses.")
-            if not s.results:
-                self._finish(s, "left")
+            self._found(s, self.index.search(c.search, s.customer, c.bandwidth, rng), c.search)
+
+    def _found(self, s: "Shopper", results: list[int], how: str, query: Optional[str] = None) -> None:
+        s.results = results
+        extra = {} if query is None else {"query": query}
+        self.emit("search", s.unique_id, None, algorithm=how, results=[self.market.businesses[k].id for k in results], **extra)
+        s.remember(self.tick, "observation", f"My search found {len(results)} businesses.")
+        if not results:
+            self._finish(s, "left")
 
     def observe(self, agent: SocietyAgent, phase: str) -> Optional[DecisionRequest]:
         if phase == "respond":
             return self._observe_seller(agent) if isinstance(agent, Seller) else None
         if not isinstance(agent, Shopper) or agent.done:
             return None
+        if phase == "search":
+            return None if agent.results is not None else self._observe_search(agent)
         if phase == "message":
-            return None if agent.messaged else self._observe_message(agent)
+            return None if agent.messaged or agent.results is None else self._observe_message(agent)
         return self._observe_pay(agent)
 
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:
         getattr(self, f"_act_{phase}")(decisions)
 
+    def _observe_search(self, s: "Shopper") -> DecisionRequest:
+        """The customer's own search query (Magentic's `search_businesses`): a scripted one searches its request."""
+        obs = {"request": s.customer.request, "items": list(s.customer.items)}
+        context = self._customer_text(s) if s.policy == "llm" else ""
+        return self.request(s, "search", Text(max_tokens=SEARCH_TOKENS), search_query(obs), obs, context,
+                            tpl.QUESTIONS["search"].substitute())
+
+    def _act_search(self, decisions: Sequence[Decision]) -> None:
+        by_id, bandwidth = self.agent_map(), self.config.bandwidth
+        for d in decisions:
+            query = str(d.value)
+            self._found(by_id[d.agent_id], self.index.search_text(query, bandwidth), "customer", query)
+
     # ----- customers --------------------------------------------------------------------------
     def _customer_text(self, s: Shopper) -> str:
         cu = s.customer
-        items = ", ".join(f"{self.named(i)} (worth ${v:.2f})" for i, v in cu.items.items())
         request = self.quoted(cu.request) if self.profile.quoted_text else cu.request.strip()
+        if self.config.customer_view == "request":  # Magentic's assistant: the request text alone
+            return tpl.CUSTOMER_RULES_REQUEST + "\n" + tpl.CUSTOMER_REQUEST.substitute(request=request)
+        items = ", ".join(f"{self.named(i)} (worth ${v:.2f})" for i, v in cu.items.items())
         return tpl.CUSTOMER_RULES + "\n" + tpl.CUSTOMER.substitute(
             request=request, items=items, amenities=", ".join(map(self.named, cu.amenities)) or "none")
 
@@ -311,7 +344,7 @@ class MarketModel(SocietyModel):
             lines = []
             for p in s.proposals:
                 items = ", ".join(f"{self.named(i)} at ${v:.2f}" for i, v in p.items.items())
-                missing = [self.named(i) for i in s.customer.items if i not in p.items]
+                missing = [self.named(i) for i in s.customer.items if i not in p.items] if self.config.offer_notes else []
                 lines.append(self._listing(p.rank, p.business) + " " + tpl.PROPOSAL.substitute(
                     items=items, total=f"{p.total:.2f}", missing=f" (missing: {', '.join(missing)})" if missing else ""))
             context = f"{self._customer_text(s)}\nProposals received, in order of arrival:\n" + "\n".join(lines)
@@ -396,13 +429,24 @@ class MarketModel(SocietyModel):
         context = ""
         if b.policy == "llm":
             shown = []
+            menu_prompt = self.config.menu_prompt
             for q in due[:MAX_INQUIRIES_SHOWN]:
+                text = self.quoted(q.text, 300, legacy=q.text[:300])
+                if menu_prompt:  # Magentic's business reads the message; its menu is in its own text
+                    shown.append(tpl.INQUIRY_TEXT.substitute(text=text))
+                    continue
                 sold = [i for i in q.customer.customer.items if i in b.business.menu]
                 price = sum(b.business.menu[i] for i in sold)
                 shown.append(tpl.INQUIRY.substitute(items=", ".join(map(self.named, q.customer.customer.items)),
-                                                    price=f"{price:.2f}", text=self.quoted(q.text, 300, legacy=q.text[:300])))
-            context = tpl.BUSINESS_RULES + "\n" + tpl.BUSINESS.substitute(
-                name=self.named(b.business.name), floor=b.floor_pct, messages="\n".join(shown))
+                                                    price=f"{price:.2f}", text=text))
+            if menu_prompt:
+                listed = list(b.business.menu.items())[:MAX_MENU_SHOWN]
+                context = tpl.BUSINESS_RULES + "\n" + tpl.BUSINESS_MENU.substitute(
+                    name=self.named(b.business.name), floor=b.floor_pct, messages="\n".join(shown),
+                    menu="; ".join(f"{self.named(i)} ${v:.2f}" for i, v in listed))
+            else:
+                context = tpl.BUSINESS_RULES + "\n" + tpl.BUSINESS.substitute(
+                    name=self.named(b.business.name), floor=b.floor_pct, messages="\n".join(shown))
         question = tpl.QUESTIONS["respond"].substitute(floor=b.floor_pct)
         return self.request(b, "respond", Number(b.floor_pct, 100, 1), 100.0, obs, context, question)
 

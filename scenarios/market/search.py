@@ -176,9 +176,16 @@ class SearchIndex:
             bits = self._bits[word] = int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
         return bits
 
+    def search_text(self, text: str, bandwidth: int) -> list[int]:
+        """A customer's own query (`customer_search`): the lexical ranking of its words, at most `bandwidth` results."""
+        return self._lexical_words(tokens(text), bandwidth)
+
     def _lexical(self, customer: Customer, bandwidth: int) -> list[int]:
         """By the number of distinct request words in the business's text, then rating, then file order."""
-        query = tokens(" ".join([customer.request, *customer.items, *customer.amenities]))
+        return self._lexical_words(tokens(" ".join([customer.request, *customer.items, *customer.amenities])), bandwidth)
+
+    def _lexical_words(self, query: set[str], bandwidth: int) -> list[int]:
+        """By the number of distinct `query` words in the business's text, then rating, then file order."""
         sets = [self._bitset(w) for w in sorted(query) if w in self._ranks]
         if not sets or bandwidth <= 0:
             return []

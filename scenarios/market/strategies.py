@@ -1,6 +1,7 @@
 """Scripted customers (optimal, first, cheapest, random_match) and businesses (honest, discount, manipulative).
 
-A strategy reads only the request's observation. Customers answer the `message` phase (an
+A strategy reads only the request's observation. Customers answer the `search` phase (with
+`customer_search`: a query, their request's text and items), the `message` phase (an
 inquiry text) and the `pay` phase (a proposal's option, `wait` or `leave`); businesses answer
 the `respond` phase (the percentage of menu prices they charge this round).
 
@@ -44,8 +45,15 @@ def _pick(name: str, obs: dict, rng: random.Random) -> str:
     return min(full, key=lambda p: (p["total"], p["rank"]))["option"]
 
 
+def search_query(obs: dict) -> str:
+    """The scripted customer's own search query (`customer_search`): its request's text and items."""
+    return " ".join([obs["request"], *obs["items"]])
+
+
 def _customer(name: str) -> Callable[[DecisionRequest, random.Random], object]:
     def decide(request: DecisionRequest, rng: random.Random):
+        if request.phase == "search":
+            return search_query(request.observation)
         if request.phase == "message":
             return inquiry(request.observation)
         if request.phase == "pay":
