@@ -133,3 +133,58 @@ def test_memory_follows_the_config_from_contract_3_and_keeps_the_defaults_before
 def test_a_fishery_of_scripted_fishers_keeps_no_shared_history(store):
     result = run(store, fishers=5, months=3)
     assert all("history" not in t.state for t in store.ticks(result.run_id))
+
+
+def test_a_group_that_enters_late_takes_no_part_before_its_month():
+    """GovSim's outsider joins in month 4: before it, no request, no catch, no memory; the others' share is
+    that of the fishers present."""
+    from agents.scripted import ScriptedBackend
+    from scenarios.commons import CommonsConfig, CommonsModel
+    from sim.tick.broker import DecisionBroker
+
+    cfg = CommonsConfig(fishers=5, months=6, population=[{"count": 4, "strategy": "sustainable"},
+                                                          {"count": 1, "strategy": "greedy", "enter": 4}])
+    model = CommonsModel(cfg, seed=0, broker=DecisionBroker({"scripted": ScriptedBackend(CommonsModel.strategies)}))
+    late = max(model.agents, key=lambda f: f.unique_id)
+    seen = []
+    for month in range(1, 7):
+        model.step()
+        seen.append((month, late.catch, model.present()))
+    assert [c for m, c, _ in seen if m < 4] == [0.0, 0.0, 0.0] and all(c > 0 for m, c, _ in seen if m >= 4)
+    assert [n for _, _, n in seen] == [4, 4, 4, 5, 5, 5]
+    assert late.unique_id in model.last_catches
+
+
+@pytest.mark.parametrize("scenario, sets", [("donor", ["agents=4", "rounds=2"]), ("social", ["agents=10"])])
+def test_a_scenario_without_late_entry_refuses_a_late_group_before_anything_is_stored(tmp_path, scenario, sets):
+    from tests.conftest import cli
+
+    cfg = tmp_path / "late.yaml"
+    n = 4 if scenario == "donor" else 10
+    cfg.write_text(f"population:\n  - {{count: {n - 2}}}\n  - {{count: 2, enter: 3}}\n")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    proc = cli("run", scenario, "--policy", "scripted", "--config", str(cfg), *[x for s in sets for x in ("--set", s)], db=db)
+    assert proc.returncode == 2 and "does not support late entry" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs.db").exists()  # refused before the store was even created
+
+
+def test_govsim_outsider_protocol_brings_its_llm_newcomer_in_month_4():
+    from agents.scripted import ScriptedBackend
+    from scenarios import get_scenario
+    from sim.runner.config import build_spec
+    from sim.tick.broker import DecisionBroker
+
+    spec = build_spec("commons", config_file="scenarios/commons/configs/govsim_outsider.yaml", sets=["months=5"])
+    cls = get_scenario("commons")
+    scripted = ScriptedBackend(cls.strategies)  # answers the LLM fishers' requests: the schedule is what is tested
+    model = cls(cls.Config.model_validate(spec.config), seed=0, policy="llm", broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
+    newcomer = max(model.agents, key=lambda f: f.unique_id)
+    assert newcomer.enter == 4 and "newcomer" in newcomer.persona and newcomer.policy == "llm"
+    asked = []
+    for _ in range(5):
+        model.steps += 1
+        asked.append(model.observe(newcomer, "harvest") is not None)
+        model.steps -= 1
+        model.step()
+    assert asked == [False, False, False, True, True]

@@ -106,6 +106,7 @@ class Fisher(SocietyAgent):
         self.catch = 0.0
         self.gain = 0.0
         self.costs = 0.0
+        self.enter = 1  # the month it joins (population `enter`); before it, it takes no part
         self.belief: Optional[float] = None  # the limit it last stated (proposed), or copied from a peer
         self.copied = False  # the belief was copied from a peer and not yet stated
         self.violations = 0
@@ -122,6 +123,7 @@ class CommonsModel(SocietyModel):
     probes = PROBES  # validity probes (`societas probe`): sim.tick.probe
     default_strategy = "sustainable"
     tick_noun = "month"
+    late_entry = True  # a population group may join in a later month (GovSim's outsider: month 4)
     #: read as the months go (fishers, strategy, disposition and start_fraction shape the world at its start)
     fork_fields = frozenset({"capacity", "collapse_below", "regrowth", "catch", "talk", "sanctions", "sanction_cost",
                              "sanction_fine", "social_learning", "norm_formation", "vote_every", "vote_rule",
@@ -155,12 +157,14 @@ class CommonsModel(SocietyModel):
         self.history = self.new_memory() if self.profile.shared_history else None
         self._history_text: dict[str, str] = {}  # the history rendered for a question, at history.version
         persona, strategy = DISPOSITIONS.get(self.config.disposition, ("", self.config.strategy))
-        for policy, strategy, persona in self.population_plan(self.config.fishers, strategy=strategy, persona=persona):
-            Fisher(self, policy, strategy, persona)
+        plan = self.population_plan(self.config.fishers, strategy=strategy, persona=persona)
+        for (policy, strategy, persona), enter in zip(plan, self.entry_ticks(self.config.fishers)):
+            Fisher(self, policy, strategy, persona).enter = enter
+        self._late = any(f.enter > 1 for f in self.agents)
         self._listeners = any(f.remembers for f in self.agents)  # a fishery of scripted fishers keeps no history
         # a harvest is one RequestBatch when every fisher is scripted and a subclass has not changed how
         # requests are made or decisions applied (its own observe or act must see every request)
-        self._scripted = all(f.policy == "scripted" for f in self.agents) and all(
+        self._scripted = not self._late and all(f.policy == "scripted" for f in self.agents) and all(
             getattr(type(self), name) is getattr(CommonsModel, name) for name in _REQUESTS_AND_ACTS)
 
     # ----- the month --------------------------------------------------------------------
@@ -192,16 +196,20 @@ class CommonsModel(SocietyModel):
             self.norm = float(sustainable_share(self._obs_base()))
             self.norms.statement(None, NORM, {"max_catch": self.norm}, "institutional sustainable share")
 
+    def present(self) -> int:
+        """Fishers taking part this month (every fisher, unless a population group joins later)."""
+        return sum(f.enter <= self.tick for f in self.agents) if self._late else len(self.agents)
+
     def _obs_base(self) -> dict[str, Any]:
         """What every fisher sees this phase; computed once per phase, not once per fisher (O(N) a tick)."""
         c = self.config
-        key = (self.stock, self.norm)
+        key = (self.stock, self.norm, self.tick if self._late else 0)
         if self._base is None or self._base_key != key:
             last = self.last_catches.values()
             total = sum(last)
             self._base_key = key
             self._base = {
-                "stock": self.stock, "fishers": len(self.agents), "capacity": c.capacity, "regrowth": c.regrowth,
+                "stock": self.stock, "fishers": self.present(), "capacity": c.capacity, "regrowth": c.regrowth,
                 "month": self.tick, "months": c.months, "catch": c.catch, "norm": self.norm,
                 "last_mean": total / len(last) if last else None, "last_total": total if last else None,
             }
@@ -214,7 +222,7 @@ class CommonsModel(SocietyModel):
                 self.history.add(self.tick, kind, text)
             return
         for f in self.agents:
-            if f.remembers:
+            if f.remembers and f.enter <= self.tick:  # a fisher that has not joined hears nothing
                 f.remember(self.tick, kind, text)
 
     def _rendered_history(self, question: str) -> str:
@@ -250,6 +258,8 @@ class CommonsModel(SocietyModel):
         return shared, tpl.OWN_SITUATION.substitute(agent=agent.unique_id, own=own)
 
     def observe(self, agent: Fisher, phase: str) -> Optional[DecisionRequest]:
+        if agent.enter > self.tick:
+            return None  # not in the fishery yet
         obs = self._obs_base()
         question = self._question(phase)
         belief = ""
@@ -420,7 +430,7 @@ class CommonsModel(SocietyModel):
         ids, values = columns_of(decisions)
         demand = dict(zip(ids, map(float, values)))
         caught = self._ration(demand)
-        share = self.stock * (1 - 1 / self.config.regrowth) / len(self.agents)
+        share = self.stock * (1 - 1 / self.config.regrowth) / max(1, self.present())
         fishers = self.agent_map()
         over = share + 1e-9
         self.month_actions = len(caught)
@@ -460,7 +470,7 @@ class CommonsModel(SocietyModel):
             public = f"; all fishers caught {total:g}; {self.stock:g} tons were left"
         if self._listeners:  # (no fisher keeps a memory in an all-scripted fishery)
             for f in self.agents:
-                if f.remembers:
+                if f.remembers and f.enter <= self.tick:
                     f.remember(self.tick, "observation", f"I caught {f.catch:g} tons{public}.")
         self.last_catches = caught
         if self.config.conversation_rounds:  # GovSim's mayor opens the conversation with every catch

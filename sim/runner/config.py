@@ -272,6 +272,9 @@ def check_population(cls: type[SocietyModel], config: Any, policy: str) -> None:
     (a group without a strategy, or no population) and is scripted. UsageError naming the field otherwise.
     """
     population = config.population
+    if any(g.enter > 1 for g in population or ()) and not cls.late_entry:
+        raise UsageError(f"bad value for 'population.enter': {cls.name or cls.__qualname__} does not support late entry; "
+                         "every group takes part from tick 1")
     strategies = sorted(cls.strategies)
     named = [("population.strategy", g.strategy) for g in population or () if g.strategy is not None]
     own = getattr(config, "strategy", cls.default_strategy)  # what agents without a group strategy play

@@ -24,6 +24,8 @@ class PopulationGroup(BaseModel):
     policy: Optional[Literal["scripted", "llm"]] = None
     strategy: Optional[str] = None
     persona: Optional[str] = None
+    enter: int = Field(1, ge=1, le=1_000_000, description="the tick the group joins (before it, its agents take no part: "
+                       "GovSim's outsider joins in month 4); scenarios that support late entry only")
 
 
 class ScenarioConfig(BaseModel):

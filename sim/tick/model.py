@@ -60,6 +60,9 @@ class SocietyModel(mesa.Model):
     fork_fields: ClassVar[frozenset[str]] = frozenset()
     #: what one tick is, in the words agents read ("month", "round", "tick"): their memory lines are dated by it
     tick_noun: ClassVar[str] = "tick"
+    #: whether a population group may join after tick 1 (`enter`); a scenario that says so keeps absent agents
+    #: out of its world until then (`entry_ticks`); any other refuses such a population as bad input
+    late_entry: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -233,6 +236,10 @@ class SocietyModel(mesa.Model):
         total = sum(g.count for g in groups)
         if total != n:
             raise UsageError(f"population counts add up to {total}, but the scenario has {n} agents")
+        late = [g for g in groups if g.enter > 1]
+        if late and not self.late_entry:
+            raise UsageError(f"{self.name or type(self).__name__} does not support late entry (population `enter`); "
+                             f"every group takes part from tick 1")
         plan = []
         for g in groups:
             role = (g.policy or self.policy, g.strategy or default_strategy, g.persona or persona)
@@ -241,6 +248,11 @@ class SocietyModel(mesa.Model):
                                  f"valid: {', '.join(sorted(self.strategies)) or 'none (the scenario has no strategies)'}")
             plan.extend([role] * g.count)
         return plan
+
+    def entry_ticks(self, n: int) -> list[int]:
+        """The tick each of the n agents of `population_plan` joins (1 for all without a `population`)."""
+        groups = self.config.population or [PopulationGroup(count=n)]
+        return [g.enter for g in groups for _ in range(g.count)]
 
     def _add_referenced_strategies(self) -> None:
         """Strategies the config names by reference (`module:function`, `file.py:function`: a population
