@@ -188,3 +188,30 @@ def test_govsim_outsider_protocol_brings_its_llm_newcomer_in_month_4():
         model.steps -= 1
         model.step()
     assert asked == [False, False, False, True, True]
+
+
+
+@pytest.mark.parametrize("population, message", [
+    ([{"count": 5, "enter": 2}], "must take part from month 1"),
+    ([{"count": 4}, {"count": 1, "enter": 20}], "after the last month"),
+])
+def test_a_population_that_never_fishes_in_month_1_or_after_the_end_is_refused(population, message):
+    from scenarios.commons import CommonsConfig
+
+    with pytest.raises(ValueError, match=message):
+        CommonsConfig(fishers=5, months=12, population=population)
+
+
+def test_a_fisher_that_has_not_joined_gets_no_reward_no_feedback_and_learns_nothing():
+    from agents.scripted import ScriptedBackend
+    from scenarios.commons import CommonsConfig, CommonsModel
+    from sim.tick.broker import DecisionBroker
+
+    cfg = CommonsConfig(fishers=5, months=4, social_learning=True, reward_mode="cooperative",
+                        population=[{"count": 4, "strategy": "sustainable"}, {"count": 1, "strategy": "greedy", "enter": 3}])
+    model = CommonsModel(cfg, seed=0, broker=DecisionBroker({"scripted": ScriptedBackend(CommonsModel.strategies)}))
+    late = max(model.agents, key=lambda f: f.unique_id)
+    model.step()
+    assert late.unique_id not in model.payoffs() and late.last_reward == 0.0 and late.feedback == {}
+    assert all(f.last_reward == 12.0 for f in model.agents if f is not late)  # the cooperative share of those present
+    assert model.last_metrics["catch_mean"] == 12.0

@@ -108,8 +108,11 @@ class ChatLLM:
         if not reasoned(request):
             return call_kwargs(request.space, self.structured, self.chat_model, request.seed)
         kwargs = call_kwargs(request.space, "none", self.chat_model, request.seed)
-        if "max_tokens" in kwargs:
-            kwargs["max_tokens"] += request.reason_tokens
+        own = getattr(self.chat_model, "max_tokens", None)  # the user's own cap stays a cap
+        for where in (kwargs, kwargs.get("extra_body") or {}):  # (llama.cpp reads the body's max_tokens only)
+            if "max_tokens" in where:
+                bound = where["max_tokens"] + request.reason_tokens
+                where["max_tokens"] = min(bound, own) if isinstance(own, int) and own > 0 else bound
         return kwargs
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
@@ -119,6 +122,7 @@ class ChatLLM:
         attempts = [0] * len(requests)
         errors: dict[int, str] = {}
         crashed: set[int] = set()
+        asked_bare: set[int] = set()  # requests whose conversation now ends with a retry asking for the bare answer
         todo = list(range(len(requests)))
         for attempt in range(self.max_retries + 1):
             if not todo:
@@ -137,12 +141,13 @@ class ChatLLM:
                 crashed.discard(i)
                 text = str(getattr(res, "content", res))
                 usage = getattr(res, "usage_metadata", None) or {}
-                try:
-                    value = (reasoned_answer(text, requests[i].space) if reasoned(requests[i]) and attempts[i] == 1
+                try:  # a reasoned answer is read after its "Answer:", until a retry has asked for the bare value
+                    value = (reasoned_answer(text, requests[i].space) if reasoned(requests[i]) and i not in asked_bare
                              else parse_strict(text, requests[i].space))
                 except SpaceError as exc:
                     errors[i] = f"unparseable: {exc}"
                     convo[i] = convo[i] + [{"role": "assistant", "content": text}, retry_message(str(exc), requests[i])]
+                    asked_bare.add(i)
                     out[i] = Answer(None, raw=text, tokens_in=usage.get("input_tokens", 0),
                                     tokens_out=usage.get("output_tokens", 0), attempts=attempts[i], error=errors[i])
                     again.append(i)

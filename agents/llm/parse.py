@@ -120,21 +120,22 @@ def _whole(text: str, space: Space) -> Any:
     raise SpaceError(f"unsupported space {type(space).__name__}")
 
 
-_ANSWER_LINE = re.compile(r"answer\s*(?:\*\*)?\s*[:=]\s*(.*)", re.I)
-_UNIT = re.compile(r"^(\**\$?[+-]?\d[\d,]*(?:\.\d+)?\**)\s+[A-Za-z][A-Za-z .]*$")
+_ANSWER_CUE = re.compile(r"answer\s*(?:\*\*)?\s*[:=]", re.I)
+_UNIT = re.compile(r"^\**\$?([+-]?\d[\d,]*(?:\.\d+)?)\**(?:\s+[A-Za-z][A-Za-z .]*)?$")
 
 
 def reasoned_answer(text: str, space: Space) -> Any:
     """The value after the last "Answer:" of a reasoned answer (GovSim's "Answer: N tons": a Number's
     unit word is dropped), read strictly (parse_strict); raise SpaceError when there is none."""
-    found = _ANSWER_LINE.findall(text or "")
-    if not found:
+    cues = list(_ANSWER_CUE.finditer(text or ""))
+    if not cues:
         raise SpaceError('no "Answer:" after the reasoning')
-    last = found[-1].strip().splitlines()[0].strip() if found[-1].strip() else ""
-    if isinstance(space, Number):
+    rest = text[cues[-1].end():].strip()  # after the last cue, to the end of its line
+    last = rest.splitlines()[0].strip() if rest else ""
+    if isinstance(space, Number):  # "12 tons", "$12", "**12**", "1,000": the number alone
         unit = _UNIT.match(last.rstrip("."))
         if unit:
-            last = unit.group(1)
+            last = unit.group(1).replace(",", "")
     return parse_strict(last, space)
 
 

@@ -93,6 +93,11 @@ class CommonsConfig(ScenarioConfig):
     def _check(self) -> "CommonsConfig":
         if self.collapse_below >= self.capacity:
             raise ValueError(f"collapse_below ({self.collapse_below:g}) must be below capacity ({self.capacity:g})")
+        entries = [g.enter for g in self.population or ()]
+        if entries and min(entries) > 1:
+            raise ValueError("some population group must take part from month 1 (enter: 1)")
+        if entries and max(entries) > self.months:
+            raise ValueError(f"a population group enters in month {max(entries)}, after the last month ({self.months})")
         if self.start_fraction * self.capacity <= self.collapse_below:
             raise ValueError(f"start_fraction x capacity ({self.start_fraction * self.capacity:g}) must be above collapse_below ({self.collapse_below:g})")
         return self
@@ -184,7 +189,8 @@ class CommonsModel(SocietyModel):
             self.stock = min(c.capacity, self.stock * c.regrowth)
         self.stock_start = self.stock
         self.messages = []
-        self.norm = self.norm_in_force if self.norm_in_force is not None else self.agreed
+        agreed = self.agreed if c.conversation_rounds else None  # (a fork that ends the conversation ends its limit)
+        self.norm = self.norm_in_force if self.norm_in_force is not None else agreed
         self.proposals = {}
         self.vote_options = {}
         self._base = None
@@ -237,8 +243,9 @@ class CommonsModel(SocietyModel):
         last = own = ""
         if obs["last_total"] is not None and not after_harvest:  # (after the harvest, the month's report says it)
             last = tpl.LAST.substitute(total=f"{obs['last_total']:g}", mean=f"{obs['last_mean']:.1f}")
-            if self.history is None:  # (with a shared history the fisher's memory says it: "I caught ...")
-                own = tpl.OWN.substitute(own=f"{self.last_catches.get(agent.unique_id, 0):g}")
+            if self.history is None and agent.unique_id in self.last_catches:  # (with a shared history the fisher's
+                # memory says it: "I caught ..."; a fisher that just joined caught nothing last month)
+                own = tpl.OWN.substitute(own=f"{self.last_catches[agent.unique_id]:g}")
         norm = tpl.NORM.substitute(norm=f"{self.norm:g}") if self.norm is not None else ""
         said = ""
         if self.history is None:  # the others' messages (the situation differs per fisher); with a shared
@@ -522,12 +529,19 @@ class CommonsModel(SocietyModel):
 
     # ----- payoffs, learning, metrics -----------------------------------------------------
     def payoffs(self) -> dict[int, float]:
+        """Each fisher's catch less its costs; a fisher that has not joined yet has none (and so no reward)."""
+        if self._late:
+            return {f.unique_id: f.catch - f.costs for f in self.agents if f.enter <= self.tick}
         return {f.unique_id: f.catch - f.costs for f in self.agents}
 
     def after_reward(self, rewards: Mapping[int, float]) -> None:
+        if self._late:
+            for f in self.agents:
+                if f.enter > self.tick:
+                    f.feedback = {}  # a fisher that has not joined is told nothing
         if not self.config.social_learning:
             return
-        fishers = sorted(self.agents, key=lambda f: f.unique_id)
+        fishers = sorted((f for f in self.agents if f.enter <= self.tick), key=lambda f: f.unique_id)
         pays = {f.unique_id: f.last_payoff for f in fishers}
         spread = max(pays.values()) - min(pays.values())
         if spread <= 0 or len(fishers) < 2:
@@ -551,8 +565,9 @@ class CommonsModel(SocietyModel):
     def scenario_metrics(self) -> dict[str, float]:
         """This month's figures, and the GovSim figures so far (named `*_so_far`)."""
         c = self.config
-        catches = [f.catch for f in self.agents]
-        total_gain = sum(f.gain for f in self.agents)
+        fishers = [f for f in self.agents if f.enter <= self.tick] if self._late else self.agents  # (those taking part)
+        catches = [f.catch for f in fishers]
+        total_gain = sum(f.gain for f in fishers)
         share = self.stock_start * (1 - 1 / c.regrowth) / len(catches)
         return {
             "stock": self.stock,
