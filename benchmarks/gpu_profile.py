@@ -11,9 +11,7 @@ CUDA time in elementwise copies, products, concatenations and sums; ~20 ms for a
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,21 +19,9 @@ sys.path.insert(0, str(ROOT))
 
 from agents.llm.local.llm import LocalLLM  # noqa: E402
 from agents.llm.prompts import render_messages  # noqa: E402
-from benchmarks.llm_scale import as_space, sync  # noqa: E402
+from benchmarks.llm_scale import as_space, median_time, sync  # noqa: E402
 from benchmarks.llm_throughput import harvest_requests  # noqa: E402
 from benchmarks.shapes import SHAPES, load_tokenizer, random_lm  # noqa: E402
-
-
-def median_s(lm, fn, repeat: int = 5) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        sync(lm)
-        t = time.perf_counter()
-        fn()
-        sync(lm)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -61,21 +47,21 @@ def main() -> None:
     ids = torch.randint(0, lm.tokenizer.vocab_size - 1, (1, 200), device=lm.device)
     with torch.inference_mode():
         cache = lm.model(input_ids=ids, use_cache=True).past_key_values
-        one = median_s(lm, lambda: lm.model(input_ids=ids[:, :1], past_key_values=cache, use_cache=True, logits_to_keep=1))
+        one = median_time(lm, lambda: lm.model(input_ids=ids[:, :1], past_key_values=cache, use_cache=True, logits_to_keep=1), repeat=5)
     say(f"one-token forward, 1 row, 200 cached: {one * 1000:.2f} ms")
     x = torch.ones(8, device=lm.device)
 
     def launches() -> None:
         for _ in range(1200):
             x.add_(1)
-    say(f"1,200 tiny kernels: {median_s(lm, launches) * 1000:.2f} ms")
+    say(f"1,200 tiny kernels: {median_time(lm, launches, repeat=5) * 1000:.2f} ms")
     base = harvest_requests(args.requests, months_before=1)
     on_gpu = lm.device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     for kind, n in (("number", args.requests), ("choice", args.requests), ("number", 1), ("text", 1)):
         reqs = as_space(base, kind)[:n]
         msgs = [render_messages(r) for r in reqs]
-        say(f"{kind} x {n}: {median_s(lm, lambda: eng.answer(reqs, msgs), 3):.4f} s")
+        say(f"{kind} x {n}: {median_time(lm, lambda: eng.answer(reqs, msgs)):.4f} s")
         with profile(activities=activities) as prof:
             eng.answer(reqs, msgs)
             sync(lm)

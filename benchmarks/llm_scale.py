@@ -314,7 +314,7 @@ def hf_section(lm, sizes: tuple[int, ...] = (64, 1024, 4096)) -> dict:
             row["same_answers"] = sum(a == b for a, b in zip(ours_v, theirs_v)) / n
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory at 4,096 padded rows: recorded, not fatal
             row["generate_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-            free(lm)
+            free()
         rows.append(row)
         print(f"  hf {n}: {json.dumps(row)}", file=sys.stderr)
     return {"rows": rows, "note": "same model object, prompt ids, bounds; greedy both; generate uses stock SDPA attention "
@@ -423,7 +423,8 @@ def ticks_section(lm, members: int = 1000, fishers: int = 1000) -> dict:
     return out
 
 
-def free(lm=None) -> None:
+def free() -> None:
+    """Collect garbage and return cached GPU memory (between shapes, after an out-of-memory error)."""
     import gc
 
     import torch

@@ -40,6 +40,23 @@ def store(db_url: str) -> Store:
     return Store(db_url)
 
 
+def scripted_model(scenario: str, *, config_file: str | None = None, sets: tuple[str, ...] | list[str] = (),
+                   policy: str = "llm"):
+    """The scenario's model built from a config file and --set pairs as a run builds it (seed 0), every agent's
+    requests, LLM ones too, answered by the scenario's scripted strategies: for tests of what the world asks and
+    shows its agents, not of what a model answers."""
+    from agents.scripted import ScriptedBackend
+    from scenarios import get_scenario
+    from sim.runner.config import build_spec
+    from sim.tick.broker import DecisionBroker
+
+    spec = build_spec(scenario, config_file=config_file, sets=list(sets))
+    cls = get_scenario(scenario)
+    scripted = ScriptedBackend(cls.strategies)
+    return cls(cls.Config.model_validate(spec.config), seed=0, policy=policy,
+               broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
+
+
 def cli(*args: str, db: str | None = None, timeout: float = 300, columns: int = 200) -> subprocess.CompletedProcess:
     """Run `societas ARGS` in a subprocess, exactly as a user would (on a terminal `columns` wide)."""
     cmd = [sys.executable, "-m", "sim.cli", *args]

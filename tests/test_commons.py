@@ -170,15 +170,10 @@ def test_a_scenario_without_late_entry_refuses_a_late_group_before_anything_is_s
 
 
 def test_govsim_outsider_protocol_brings_its_llm_newcomer_in_month_4():
-    from agents.scripted import ScriptedBackend
-    from scenarios import get_scenario
-    from sim.runner.config import build_spec
-    from sim.tick.broker import DecisionBroker
+    from tests.conftest import scripted_model
 
-    spec = build_spec("commons", config_file="scenarios/commons/configs/govsim_outsider.yaml", sets=["months=5"])
-    cls = get_scenario("commons")
-    scripted = ScriptedBackend(cls.strategies)  # answers the LLM fishers' requests: the schedule is what is tested
-    model = cls(cls.Config.model_validate(spec.config), seed=0, policy="llm", broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
+    # the LLM fishers' requests answered by the scripted strategies: the schedule is what is tested
+    model = scripted_model("commons", config_file="scenarios/commons/configs/govsim_outsider.yaml", sets=["months=5"])
     newcomer = max(model.agents, key=lambda f: f.unique_id)
     assert newcomer.enter == 4 and "newcomer" in newcomer.persona and newcomer.policy == "llm"
     asked = []

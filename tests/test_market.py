@@ -349,16 +349,10 @@ def test_indexed_search_and_reference_welfare_equal_a_scan_of_every_business(see
 
 def _magentic(**sets):
     """A synthetic market under magentic.yaml's switches, every LLM request answered by the scripted strategies."""
-    from agents.scripted import ScriptedBackend
-    from scenarios import get_scenario
-    from sim.runner.config import build_spec
-    from sim.tick.broker import DecisionBroker
+    from tests.conftest import scripted_model
 
-    spec = build_spec("market", config_file="scenarios/market/configs/magentic.yaml",
-                      sets=["customers_n=4", "businesses_n=12", *[f"{k}={v}" for k, v in sets.items()]])
-    cls = get_scenario("market")
-    scripted = ScriptedBackend(cls.strategies)
-    return cls(cls.Config.model_validate(spec.config), seed=0, policy="llm", broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
+    return scripted_model("market", config_file="scenarios/market/configs/magentic.yaml",
+                          sets=["customers_n=4", "businesses_n=12", *[f"{k}={v}" for k, v in sets.items()]])
 
 
 def test_magentic_protocol_customer_sees_the_request_only_and_searches_with_its_own_query():

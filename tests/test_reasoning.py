@@ -10,12 +10,9 @@ from agents.llm.chat import ChatLLM
 from agents.llm.keys import cache_key
 from agents.llm.parse import cut_reasoning, reasoned_answer
 from agents.llm.prompts import render_messages
-from agents.scripted import ScriptedBackend
-from scenarios import get_scenario
 from sim.core.contracts import DecisionRequest
 from sim.core.spaces import Choice, Number, SpaceError, Text
-from sim.runner.config import build_spec
-from sim.tick.broker import DecisionBroker
+from tests.conftest import scripted_model
 
 NUM = Number(0, 20, 1)
 
@@ -101,11 +98,7 @@ def test_the_local_engine_reasons_then_decodes_the_answer_under_its_constraint(l
 
 
 def _model(scenario: str, config_file: str, **sets):
-    spec = build_spec(scenario, config_file=config_file, sets=[f"{k}={v}" for k, v in sets.items()])
-    cls = get_scenario(scenario)
-    scripted = ScriptedBackend(cls.strategies)  # answers the LLM agents' requests too: the prompts are what is tested
-    return cls(cls.Config.model_validate(spec.config), seed=0, policy="llm",
-               broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
+    return scripted_model(scenario, config_file=config_file, sets=[f"{k}={v}" for k, v in sets.items()])
 
 
 def test_govsim_protocol_hides_threshold_and_horizon_and_reasons_each_catch():
@@ -165,10 +158,7 @@ def test_a_paper_protocol_runs_on_the_embedded_model_and_reruns_from_its_cache(d
 def test_the_post_harvest_conversation_reports_every_catch_and_agrees_next_months_limit():
     """GovSim's month (scripted fishers): harvest, the mayor's report, rounds of messages each seeing the
     last, the median stated limit the agreed limit of the next month."""
-    spec = build_spec("commons", sets=["conversation_rounds=2", "months=3", "fishers=4"], policy="scripted")
-    cls = get_scenario("commons")
-    model = cls(cls.Config.model_validate(spec.config), seed=0, policy="scripted",
-                broker=DecisionBroker({"scripted": ScriptedBackend(cls.strategies)}))
+    model = scripted_model("commons", sets=["conversation_rounds=2", "months=3", "fishers=4"], policy="scripted")
     assert model.phases() == ("harvest", "converse1", "converse2")
     model.step()
     assert model.norm is None  # month 1 fishes before anyone has talked

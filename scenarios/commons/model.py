@@ -357,18 +357,8 @@ class CommonsModel(SocietyModel):
     def _act_converse(self, phase: str, decisions: Sequence[Decision]) -> None:
         """A round of the post-harvest conversation: every message heard (the next round sees this one), every
         limit stated recorded; after the last round, the median limit stated is the agreed limit of next month."""
-        said = []
-        for d in decisions:
-            text = str(d.value)
-            said.append((d.agent_id, text))
-            self.emit("message", d.agent_id, None, text=text, conversation=True)
-            amount = stated_limit(text)
-            if amount is not None:
-                self.conversation_limits.append(amount)
-                self.norms.statement(d.agent_id, NORM, {"max_catch": amount}, text)
-        heard = " ".join(f"fisher {a}: {self.quoted(m)}" for a, m in said[:MAX_MESSAGES_SHOWN])
-        if heard:
-            self._tell("message", f"At the restaurant the fishers said: {heard}")
+        _, limits = self._hear(decisions, "At the restaurant the fishers said:", stated_limit, conversation=True)
+        self.conversation_limits.extend(limits)
         if phase == CONVERSE[self.config.conversation_rounds - 1]:
             limits, self.conversation_limits = self.conversation_limits, []
             self.agreed = float(statistics.median(limits)) if limits else self.agreed
@@ -381,19 +371,27 @@ class CommonsModel(SocietyModel):
             if f.remembers:
                 f.remember(self.tick, "insight", f"My insight: {self.quoted(str(d.value))}")
 
-    def _act_talk(self, decisions: Sequence[Decision]) -> None:
-        proposals = []
+    def _hear(self, decisions: Sequence[Decision], told: str, parse: Any, **tags: Any) -> tuple[list[tuple[int, str]], list[float]]:
+        """Messages every fisher hears: each emitted (with `tags`) and its stated limit (`parse`) recorded as a norm
+        statement; the first MAX_MESSAGES_SHOWN told in one line after `told`. (said, limits stated)."""
+        said, limits = [], []
         for d in decisions:
             text = str(d.value)
-            self.messages.append((d.agent_id, text))
-            self.emit("message", d.agent_id, None, text=text)
-            amount = stated_limit(text) if self.profile.metrics >= 2 else first_stated_amount(text)
+            said.append((d.agent_id, text))
+            self.emit("message", d.agent_id, None, text=text, **tags)
+            amount = parse(text)
             if amount is not None:
-                proposals.append(amount)
+                limits.append(amount)
                 self.norms.statement(d.agent_id, NORM, {"max_catch": amount}, text)
-        heard = " ".join(f"fisher {a}: {self.quoted(m)}" for a, m in self.messages[:MAX_MESSAGES_SHOWN])
+        heard = " ".join(f"fisher {a}: {self.quoted(m)}" for a, m in said[:MAX_MESSAGES_SHOWN])
         if heard:
-            self._tell("message", f"The fishers said: {heard}")
+            self._tell("message", f"{told} {heard}")
+        return said, limits
+
+    def _act_talk(self, decisions: Sequence[Decision]) -> None:
+        said, proposals = self._hear(decisions, "The fishers said:",
+                                     stated_limit if self.profile.metrics >= 2 else first_stated_amount)
+        self.messages.extend(said)  # (the month's one talk phase: its messages are these)
         if proposals and not self.config.norm_formation:
             self.norm = float(statistics.median(proposals))
 
