@@ -12,6 +12,7 @@ from analysis import launcher, queries
 from app_pages.common import clear_caches, db_url, engine, page, runs
 from scenarios.registry import REGISTRY, get_scenario, is_reference
 from sim.core.errors import UsageError
+from sim.core.spec import POLICIES
 from sim.tick.config import ScenarioConfig
 
 
@@ -100,7 +101,7 @@ def render(table: pd.DataFrame) -> None:
     with st.form(f"launch-{scenario}"):
         c1, c2 = st.columns(2)
         seed = c1.number_input("seed", min_value=0, value=0, step=1, key=f"launch.{scenario}.__seed")
-        policy = c2.selectbox("policy", ["scripted", "llm"], key=f"launch.{scenario}.__policy",
+        policy = c2.selectbox("policy", list(POLICIES) if cls.synthesis else ["scripted", "llm"], key=f"launch.{scenario}.__policy",
                               help="llm: every agent is played by the embedded LLM (slow on a CPU)")
         cols = st.columns(3)
         values = {}

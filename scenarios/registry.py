@@ -22,6 +22,7 @@ from typing import Any, Optional, TypeVar, Union, overload
 
 from scenarios.commons.model import CommonsModel
 from scenarios.donor.model import DonorModel
+from scenarios.grid.model import CleanupModel, GatheringModel
 from scenarios.market.model import MarketModel
 from scenarios.social.model import SocialModel
 from sim.core import refs
@@ -55,6 +56,8 @@ REGISTRY: dict[str, type[SocietyModel]] = _Registry({
     DonorModel.name: DonorModel,
     MarketModel.name: MarketModel,
     SocialModel.name: SocialModel,
+    GatheringModel.name: GatheringModel,
+    CleanupModel.name: CleanupModel,
 })
 #: the names shipped with the package: never replaced by `register`
 BUILTIN = frozenset(REGISTRY)

@@ -76,7 +76,7 @@ def test_scenarios_lists_fields_and_defaults():
 
 
 BAD = [
-    (["run", "nosuch"], "unknown scenario 'nosuch'; valid: commons"),
+    (["run", "nosuch"], "unknown scenario 'nosuch'; valid: cleanup, commons"),
     (["run", "commons", "--set", "colour=blue"], "unknown config field 'colour'; valid fields:"),
     (["run", "commons", "--set", "fishers=many"], "bad value for 'fishers'"),
     (["run", "commons", "--set", "fishers=0"], "bad value for 'fishers'"),

@@ -40,7 +40,7 @@ def stored_results(store: Store) -> dict:
 def test_sweep_file_errors_name_the_key(tmp_path):
     """Unknown keys, bad seeds, grid values that are not lists and bad config values are refused up front."""
     cases = [("scenario: commons\ngrd: {}\n", "unknown key 'grd'; valid keys"),
-             ("scenario: nope\n", "bad value for 'scenario': 'nope'; valid: commons"),
+             ("scenario: nope\n", "bad value for 'scenario': 'nope'; valid: cleanup, commons"),
              ("scenario: commons\nseeds: [1, 1]\n", "bad value for 'seeds'"),
              ("scenario: commons\ngrid: {talk: true}\n", "non-empty list"),
              ("scenario: commons\ngrid: {fishers: [2, -1]}\n", "cell {'fishers': -1}: bad value for 'fishers'"),

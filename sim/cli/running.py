@@ -33,7 +33,7 @@ def run(
     config: Optional[Path] = ConfigOption,
     set_: list[str] = SetOption,
     seed: Optional[int] = typer.Option(None, "--seed", help="seed of all randomness (default 0)"),
-    policy: Optional[str] = typer.Option(None, "--policy", help="who decides: scripted or llm"),
+    policy: Optional[str] = typer.Option(None, "--policy", help="who decides: scripted, llm, or synthesis (a program the LLM writes; gathering, cleanup)"),
     ticks: Optional[int] = typer.Option(None, "--ticks", help="override the scenario's horizon"),
     model: Optional[str] = ModelOption,
     llm: Optional[str] = LlmOption,

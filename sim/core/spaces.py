@@ -107,9 +107,14 @@ class Number:
 
 @dataclass(frozen=True)
 class Text:
-    """Free text, at most `max_tokens` tokens (approximated by words for non-LLM backends)."""
+    """Free text, at most `max_tokens` tokens (approximated by words for non-LLM backends).
+
+    `label` says what the text is where a prompt names the space ("a Python program ..."); empty: a short
+    message. It enters the space's spec (and so cache keys) only when set.
+    """
 
     max_tokens: int = 48
+    label: str = ""
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -121,10 +126,13 @@ class Text:
         return value.strip()
 
     def describe(self) -> str:
-        return f"a short message (at most {self.max_tokens} tokens)"
+        return f"{self.label or 'a short message'} (at most {self.max_tokens} tokens)"
 
     def spec(self) -> dict[str, Any]:
-        return {"type": "text", "max_tokens": self.max_tokens}
+        out: dict[str, Any] = {"type": "text", "max_tokens": self.max_tokens}
+        if self.label:
+            out["label"] = self.label
+        return out
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from sim.core.profiles import VERSIONS, DecisionProfile, profile
 
 
+#: who decides for an agent: its scripted strategy, the LLM step by step, or a program the LLM wrote (run in the
+#: sandbox; the LLM writes it: a run with such agents uses the LLM backend too)
+POLICIES = ("scripted", "llm", "synthesis")
+Policy = Literal["scripted", "llm", "synthesis"]
+
+
 class LLMSpec(BaseModel):
     """Which LLM backend plays the `llm` policy and how it samples."""
 
@@ -57,7 +63,7 @@ class RunSpec(BaseModel):
     scenario: str
     config: dict[str, Any]
     seed: int = 0
-    policy: Literal["scripted", "llm"] = "scripted"
+    policy: Policy = "scripted"
     llm: LLMSpec = Field(default_factory=LLMSpec)
     # the decision contract the run was made under (sim.core.profiles): every spec the platform builds names
     # the current one; a spec that names none (stored before versions existed, or built by hand) is version 1
@@ -80,8 +86,8 @@ class RunSpec(BaseModel):
 
     @property
     def uses_llm(self) -> bool:
-        """Whether some agent of the run is played by the LLM backend."""
-        return "llm" in self.policies()
+        """Whether the run needs the LLM backend: some agent is played by it, or runs a program it writes."""
+        return bool({"llm", "synthesis"} & self.policies())
 
 
 def policies_used(population: Optional[Sequence[Any]], policy: str) -> frozenset[str]:

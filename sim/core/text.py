@@ -39,3 +39,21 @@ def one_line(text: str, limit: Optional[int] = None) -> str:
 def quote(text: str, limit: Optional[int] = None) -> str:
     """Untrusted text as it enters a prompt: `one_line`, between double quotes it cannot close."""
     return f'"{one_line(text, limit)}"'
+
+
+def code_block(code: str, max_lines: int = 200, max_chars: int = 12_000) -> str:
+    """Program text an LLM wrote, as it enters a later prompt: a fenced ```python block it cannot close.
+
+    Lines are kept (code needs them); backticks become single quotes, template tokens are removed, role
+    markers at a line's start are defused and control characters dropped; at most `max_lines` lines and
+    `max_chars` characters ("# ..." marks a cut).
+    """
+    lines = []
+    for line in str(code).splitlines()[:max_lines]:
+        line = _TOKENS.sub(" ", line)
+        line = "".join(ch if ch.isprintable() or ch == "\t" else " " for ch in line).replace("`", "'")
+        lines.append(_ROLE.sub(lambda m: f"{m.group(1)} -", line))
+    text = "\n".join(lines)
+    cut = len(str(code).splitlines()) > max_lines or len(text) > max_chars
+    text = text[:max_chars]
+    return "```python\n" + text + ("\n# ..." if cut else "") + "\n```"

@@ -12,6 +12,7 @@ from typing import Optional
 from agents.llm.base import LLM
 from agents.llm.factory import make_llm_backend
 from agents.llm.factory import preflight as llm_preflight
+from agents.sandbox.backend import CodeBackend
 from agents.scripted import ScriptedBackend
 from sim.core.backend import Backend, ReplayMode
 from sim.core.spec import RunSpec
@@ -21,9 +22,12 @@ from sim.tick.model import SocietyModel
 
 def make_backends(spec: RunSpec, cls: type[SocietyModel], store: Store, *, replay: Optional[ReplayMode] = None,
                   llm_factory: Optional[Callable[[], LLM]] = None) -> dict[str, Backend]:
-    """{"scripted": ..., "llm": ...}: the LLM backend only when some agent of `spec` uses it, answered from
-    `store`'s cache first (only from it while `replay` is active)."""
+    """{"scripted": ..., "llm": ..., "synthesis": ...}: the LLM backend only when some agent of `spec` uses it (or
+    runs a program it writes), answered from `store`'s cache first (only from it while `replay` is active); the
+    sandbox's code backend when some agent runs a synthesised program."""
     backends: dict[str, Backend] = {"scripted": ScriptedBackend(cls.strategies)}
+    if "synthesis" in spec.policies():
+        backends["synthesis"] = CodeBackend()
     if spec.uses_llm:
         backends["llm"] = make_llm_backend(spec, store, replay=replay, llm_factory=llm_factory)
     return backends

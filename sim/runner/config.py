@@ -18,7 +18,7 @@ from scenarios.registry import get_scenario, reference_of
 from sim.core.errors import UsageError
 from sim.core.profiles import CONTRACT
 from sim.core.refs import absolute, is_reference, load_strategy
-from sim.core.spec import LLMSpec, RunSpec, policies_used
+from sim.core.spec import POLICIES, LLMSpec, RunSpec, policies_used
 from sim.runner.data import absolute_paths
 from sim.tick.model import SocietyModel
 
@@ -221,8 +221,8 @@ def build_spec(
     llm_data = deep_merge(llm_block or {}, llm or {})
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
         raise UsageError(f"bad value for 'seed': must be an integer from 0 to 2**63-1 (got {cut(seed)})")
-    if not isinstance(policy, str) or policy not in ("scripted", "llm"):
-        raise UsageError(f"bad value for 'policy': {cut(policy)}; valid: scripted, llm")
+    if not isinstance(policy, str) or policy not in POLICIES:
+        raise UsageError(f"bad value for 'policy': {cut(policy)}; valid: {', '.join(POLICIES)}")
     if ticks is not None:
         if not isinstance(ticks, int) or isinstance(ticks, bool) or not 1 <= ticks <= 10_000_000:
             raise UsageError(f"bad value for 'ticks': must be an integer from 1 to 10000000 (got {cut(ticks)})")
@@ -272,6 +272,9 @@ def check_population(cls: type[SocietyModel], config: Any, policy: str) -> None:
     (a group without a strategy, or no population) and is scripted. UsageError naming the field otherwise.
     """
     population = config.population
+    if "synthesis" in policies_used(population, policy) and not cls.synthesis:
+        raise UsageError(f"{cls.name or cls.__qualname__} does not support --policy synthesis (agents run by a program "
+                         "an LLM writes); the grid games do: gathering, cleanup")
     if any(g.enter > 1 for g in population or ()) and not cls.late_entry:
         raise UsageError(f"bad value for 'population.enter': {cls.name or cls.__qualname__} does not support late entry; "
                          "every group takes part from tick 1")

@@ -8,10 +8,11 @@ population's counts add up to the scenario's `count_field`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sim.core.spec import Policy
 from sim.reward.rewards import FeedbackMode, RewardMode
 
 
@@ -21,7 +22,7 @@ class PopulationGroup(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     count: int = Field(ge=1)
-    policy: Optional[Literal["scripted", "llm"]] = None
+    policy: Optional[Policy] = None
     strategy: Optional[str] = None
     persona: Optional[str] = None
     enter: int = Field(1, ge=1, le=1_000_000, description="the tick the group joins (before it, its agents take no part: "

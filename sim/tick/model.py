@@ -63,6 +63,9 @@ class SocietyModel(mesa.Model):
     #: whether a population group may join after tick 1 (`enter`); a scenario that says so keeps absent agents
     #: out of its world until then (`entry_ticks`); any other refuses such a population as bad input
     late_entry: ClassVar[bool] = False
+    #: whether agents may be run by a program an LLM writes (`--policy synthesis`, the `synthesis` backend); a
+    #: scenario that says so puts the program and the step's state in its requests (see agents.sandbox.backend)
+    synthesis: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -139,6 +142,11 @@ class SocietyModel(mesa.Model):
 
     def after_reward(self, rewards: Mapping[int, float]) -> None:
         """Learning and bookkeeping once rewards are known (e.g. social learning)."""
+
+    def sanctioned_count(self) -> int:
+        """Agents sanctioned this tick, for Perolat's peace: the norm ledger's sanctions by default; a scenario with
+        its own sanctions (the grid games' tagging beam: agents tagged out) counts them itself."""
+        return len(self.norms.sanctioned())
 
     def final_metrics(self) -> dict[str, float]:
         """The scenario's summary of the whole run: totals and rates named as such.
@@ -363,7 +371,7 @@ class SocietyModel(mesa.Model):
                 break
         payoffs = self.payoffs()
         rewards = self.reward_layer.rewards(payoffs)
-        sanctioned = len(self.norms.sanctioned())
+        sanctioned = self.sanctioned_count()
         self.perolat.n_agents = len(self.agents)
         # Perolat's four are over the material payoffs (profile `metrics` 2); the first profiles took the shaped rewards
         self.perolat.update(payoffs if self.profile.metrics >= 2 else rewards, sanctioned)

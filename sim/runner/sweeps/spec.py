@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from scenarios.registry import REGISTRY, get_scenario, is_reference, reference_of
 from sim.core.errors import UsageError
 from sim.core.profiles import CONTRACT
-from sim.core.spec import LLMSpec, RunSpec
+from sim.core.spec import POLICIES, LLMSpec, RunSpec
 from sim.runner.backends import preflight
 from sim.runner.data import absolute_paths
 from sim.runner.config import absolute_refs, check_population, cut, deep_merge, describe_error, load_yaml, validate_config
@@ -83,8 +83,8 @@ def parse_sweep(data: dict[str, Any], where: str = "sweep", base_dir: Optional[P
                          f"than {max_runs:,}: shrink the grid or the seeds" +
                          (f", or pass --yes to allow up to {MAX_RUNS_CONFIRMED:,}" if max_runs < MAX_RUNS_CONFIRMED else ""))
     policy = data.get("policy", "scripted")
-    if policy not in ("scripted", "llm"):
-        raise UsageError(f"{where}: bad value for 'policy': {policy!r}; valid: scripted, llm")
+    if policy not in POLICIES:
+        raise UsageError(f"{where}: bad value for 'policy': {policy!r}; valid: {', '.join(POLICIES)}")
     # strategy and template references, and data paths, in the file are relative to the file, like its scenario
     cls = get_scenario(scenario)
     base = absolute_paths(cls, absolute_refs(base, base_dir), base_dir)
