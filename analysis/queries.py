@@ -373,3 +373,15 @@ def conversation_ticks(engine: Engine, run_id: str) -> list[int]:
     with engine.connect() as conn:
         return [r[0] for r in conn.execute(select(e.tick).where(e.run_id == run_id, e.kind.not_like("norm.%"))
                                            .distinct().order_by(e.tick))]
+
+
+def policy_versions(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Policy synthesis (the grid games): every program written (`policy.code`), every episode's scores
+    (`policy.scores`) and the incidents (`policy.incident`), each a frame in tick order."""
+    rows = events(engine, run_id, kinds=("policy.code", "policy.scores", "policy.incident"), limit=100_000)
+    frames = []
+    for kind in ("policy.code", "policy.scores", "policy.incident"):
+        part = rows[rows["kind"] == kind]
+        data = pd.DataFrame([{"tick": t, **d} for t, d in zip(part["tick"], part["data"])])
+        frames.append(data)
+    return frames[0], frames[1], frames[2]

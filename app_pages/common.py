@@ -28,6 +28,7 @@ PAGES = [
     ("network", "app_pages/network.py", "Network", ":material/hub:"),
     ("norms", "app_pages/norms.py", "Norms", ":material/gavel:"),
     ("conversations", "app_pages/conversations.py", "Conversations", ":material/forum:"),
+    ("policies", "app_pages/policies.py", "Policies", ":material/code:"),
     ("compare", "app_pages/compare.py", "Compare", ":material/compare_arrows:"),
     ("launch", "app_pages/launch.py", "Launch", ":material/rocket_launch:"),
 ]

@@ -24,7 +24,7 @@ from sim.store.store import Store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
-PAGES = ["runs", "run", "agents", "network", "norms", "conversations", "compare", "launch"]
+PAGES = ["runs", "run", "agents", "network", "norms", "conversations", "policies", "compare", "launch"]
 TABS = {"run": ["Trajectories", "Agents", "Final metrics", "Config", "Download"],
         "compare": ["Reward modes", "Survival", "Forks"]}
 RICH_COMMONS = ["fishers=6", "talk=true", "sanctions=true", "social_learning=true",
@@ -60,6 +60,10 @@ def filled(tmp_path_factory) -> dict:
         ids[name] = _run(store, name, 2)
         _run(store, name, 2, seed=1, sets=("reward_mode=cooperative",))
     ids["rich"] = _run(store, "commons", 6, seed=2, sets=tuple(RICH_COMMONS))
+    code = tmp_path_factory.mktemp("code") / "greedy.py"
+    code.write_text("def policy(obs):\n    return greedy_action(obs)\n")
+    ids["synthesis"] = execute(build_spec("gathering", ticks=4, policy="synthesis", sets=(
+        "map=small", "agents=2", "episode_steps=4", f"seed_code={code}")), store).run_id
     return {"url": url, "ids": ids, "store": store}
 
 
@@ -173,6 +177,18 @@ def test_conversations_and_norms_show_what_fishers_said_and_did(filled, monkeypa
     assert not at.exception and not at.error
     counts = {m.label: m.value for m in at.metric}
     assert int(counts["statements"]) > 0 and int(counts["sanctions"]) > 0
+
+
+def test_policies_show_each_synthesised_version_and_its_scores(filled, monkeypatch):
+    """A synthesis run's program is listed with its status, code and episode scores; other runs say they have none."""
+    at = _app(filled["url"], monkeypatch)
+    _page(at, "policies", filled["ids"]["synthesis"])
+    assert not at.exception and not at.error
+    counts = {m.label: m.value for m in at.metric}
+    assert int(counts["Versions written"]) == 1 and int(counts["Accepted"]) == 1
+    assert any("greedy_action(obs)" in c.value for c in at.code)
+    _page(at, "policies", filled["ids"]["commons"])
+    assert not at.exception and any("no synthesised policy" in i.value for i in at.info)
 
 
 def test_compare_pools_seeds_and_shows_survival(filled, monkeypatch):
