@@ -91,7 +91,8 @@ def render(table: pd.DataFrame) -> None:
             st.error(str(exc))
             return
         names.append(typed)
-    scenario = st.selectbox("Scenario", names, index=names.index(typed) if typed else 0,
+    first = names.index("commons") if "commons" in names else 0  # the platform's first scenario, whatever sorts first
+    scenario = st.selectbox("Scenario", names, index=names.index(typed) if typed else first,
                             format_func=lambda n: f"{n} — {REGISTRY.get(n).description}")
     cls = REGISTRY.get(scenario)
     fields = launcher.form_fields(cls.Config)

@@ -59,11 +59,11 @@ def filled(tmp_path_factory) -> dict:
     for name in sorted(REGISTRY):
         ids[name] = _run(store, name, 2)
         _run(store, name, 2, seed=1, sets=("reward_mode=cooperative",))
-    ids["rich"] = _run(store, "commons", 6, seed=2, sets=tuple(RICH_COMMONS))
     code = tmp_path_factory.mktemp("code") / "greedy.py"
     code.write_text("def policy(obs):\n    return greedy_action(obs)\n")
     ids["synthesis"] = execute(build_spec("gathering", ticks=4, policy="synthesis", sets=(
         "map=small", "agents=2", "episode_steps=4", f"seed_code={code}")), store).run_id
+    ids["rich"] = _run(store, "commons", 6, seed=2, sets=tuple(RICH_COMMONS))  # (the newest: Compare opens on it)
     return {"url": url, "ids": ids, "store": store}
 
 
