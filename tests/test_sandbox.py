@@ -138,7 +138,8 @@ def test_static_checks_refuse_the_attacks_and_name_the_hacks():
                        ("def policy(obs) return 0", "syntax error")):
         report = check(code)
         assert not report.ok and any(word in p for p in report.problems), (code, report.problems)
-    hacks = check("def policy(obs):\n    obs.agent_pos[0] = (1, 1)\n    obs.waste.fill(False)\n    return 0\n").hacks
+    hacks = check("def policy(obs):\n    obs.agent_pos[0] = (1, 1)\n    obs.waste.fill(False)\n    return 0\n",
+                  hacks=api.HACKS).hacks
     assert hacks == ["teleport: writes obs.agent_pos", "purge waste: writes obs.waste"]
 
 

@@ -389,7 +389,7 @@ class GridModel(SocietyModel):
     def _take_program(self, answer_text: str, source: str, *, attempt: int, answer: Optional[str], fallback: bool,
                       reason: Optional[str] = None) -> None:
         code = extract(answer_text) if source == "llm" else answer_text
-        report = check(code) if code is not None else None
+        report = check(code, hacks=api.HACKS) if code is not None else None
         problems = ["the answer holds no program (no ```python block, no def policy)"] if report is None else report.problems
         self.versions += 1
         status = "refused" if problems else "accepted"

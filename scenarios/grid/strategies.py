@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from scenarios.grid.api import bfs_first_step
 from scenarios.grid.world import (ACTIONS, CLEAN, STAND, UNREACHABLE, GridWorld, move, turn_toward)
 from sim.core.contracts import DecisionRequest
 
@@ -158,10 +159,7 @@ def bisect(points: list[tuple[int, int]], n: int) -> list[list[tuple[int, int]]]
 def _local_stock(view: GridView) -> np.ndarray:
     """Density regrowth: each apple point's live apples within the radius (once per tick)."""
     if "stock" not in view._fields:
-        w = view.world
-        i, j = w._neighbours
-        alive = w._alive()
-        view._fields["stock"] = np.bincount(i, weights=alive[j].astype(np.float64), minlength=len(alive))
+        view._fields["stock"] = view.world.local_stock()
     return view._fields["stock"]
 
 
@@ -206,7 +204,7 @@ def cooperative(request: DecisionRequest, rng: random.Random) -> str:
     if w.rules.regrowth == "density":  # restraint: leave an apple that keeps fewer than 2 live apples near it
         keep = _local_stock(view)
         live = {p for p in live if keep[w.apple_index[p]] >= 2}
-    step = w.first_step(start, live) if live else None
+    step = bfs_first_step(w.walls, start, live) if live else None
     if step is None:
         step = w.descend(centre, i)
     return _action(move(step, int(w.orient[i])))

@@ -25,7 +25,6 @@ may share a cell, as there.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -33,16 +32,12 @@ from typing import Optional
 import numpy as np
 from mesa.discrete_space import OrthogonalVonNeumannGrid
 
+from scenarios.grid.api import (ACTIONS, BACKWARD, BEAM, CLEAN, DIRS, FORWARD, FRAMES, ROTATE_LEFT, ROTATE_RIGHT, STAND,
+                                STEP_LEFT, STEP_RIGHT, direction_to_action)
 from scenarios.grid.maps import GridMap
 
-#: the actions, in the papers' numbering (an int policy returns these indices)
-ACTIONS = ("forward", "backward", "step_left", "step_right", "rotate_left", "rotate_right", "beam", "stand", "clean")
-FORWARD, BACKWARD, STEP_LEFT, STEP_RIGHT, ROTATE_LEFT, ROTATE_RIGHT, BEAM, STAND, CLEAN = range(9)
+#: the actions in the papers' numbering, orientation frames and BFS order are the policy API's (one definition)
 INDEX = {name: i for i, name in enumerate(ACTIONS)}
-#: orientation -> (forward (dr, dc), right (dr, dc)); 0 north (-row), 1 east (+col), 2 south, 3 west
-FRAMES = {0: ((-1, 0), (0, 1)), 1: ((0, 1), (1, 0)), 2: ((1, 0), (0, -1)), 3: ((0, -1), (-1, 0))}
-#: BFS neighbour order (north, south, west, east), as the papers' code
-DIRS = ((-1, 0), (1, 0), (0, -1), (0, 1))
 UNREACHABLE = np.iinfo(np.int32).max
 _DENSITY = np.array([0.0, 0.01, 0.01, 0.05, 0.05])  # Commons regrowth by local stock 0..4; 0.1 above
 
@@ -71,16 +66,7 @@ class Rules:
 
 def move(dr_dc: tuple[int, int], orient: int) -> int:
     """The action that steps one cell in world direction (dr, dc) facing `orient` (stand for (0, 0))."""
-    if dr_dc == (0, 0):
-        return STAND
-    fwd, right = FRAMES[int(orient)]
-    if dr_dc == fwd:
-        return FORWARD
-    if dr_dc == (-fwd[0], -fwd[1]):
-        return BACKWARD
-    if dr_dc == (-right[0], -right[1]):
-        return STEP_LEFT
-    return STEP_RIGHT
+    return direction_to_action(dr_dc[0], dr_dc[1], orient)
 
 
 def turn_toward(orient: int, target: int) -> int:
@@ -301,9 +287,7 @@ class GridWorld:
             dead = np.flatnonzero(~alive)
             if not len(dead):
                 return
-            i, j = self._neighbours
-            counts = np.bincount(i, weights=alive[j].astype(np.float64), minlength=len(alive)).astype(np.int64)
-            local = counts[dead]
+            local = self.local_stock(alive).astype(np.int64)[dead]
             chance = np.where(local < len(_DENSITY), _DENSITY[np.minimum(local, len(_DENSITY) - 1)], 0.1)
             draws = self.rng.random(len(dead))
             back = dead[draws < chance]
@@ -326,6 +310,12 @@ class GridWorld:
                 return
             back = empty[self.rng.random(len(empty)) < chance]
             self.apples[self.apple_pos[back, 0], self.apple_pos[back, 1]] = True
+
+    def local_stock(self, alive: Optional[np.ndarray] = None) -> np.ndarray:
+        """Density regrowth: each apple point's live apples within `density_radius` (as floats)."""
+        alive = self._alive() if alive is None else alive
+        i, j = self._neighbours
+        return np.bincount(i, weights=alive[j].astype(np.float64), minlength=len(alive))
 
     def _collect(self, rewards: np.ndarray) -> None:
         apples, timeout, pos = self.apples, self.timeout, self.pos
@@ -390,37 +380,6 @@ class GridWorld:
                         nxt.append(y)
             frontier = nxt
         return dist.reshape(h, w)
-
-    def first_step(self, start: tuple[int, int], targets: set[tuple[int, int]], limit: int = 1 << 30) -> Optional[tuple[int, int]]:
-        """The first (dr, dc) of a shortest walk from `start` to a cell of `targets`; (0, 0) on one; None if none
-        is reachable within `limit` steps. A BFS from the agent that stops at the first target (cheap when near)."""
-        if start in targets:
-            return (0, 0)
-        if not targets:
-            return None
-        h, w = self.walls.shape
-        walls = self.walls
-        seen = {start}
-        queue: deque = deque()
-        for dr, dc in DIRS:
-            r, c = start[0] + dr, start[1] + dc
-            if 0 <= r < h and 0 <= c < w and not walls[r, c] and (r, c) not in seen:
-                if (r, c) in targets:
-                    return (dr, dc)
-                seen.add((r, c))
-                queue.append((r, c, dr, dc, 1))
-        while queue:
-            r0, c0, fr, fc, d = queue.popleft()
-            if d >= limit:
-                return None
-            for dr, dc in DIRS:
-                r, c = r0 + dr, c0 + dc
-                if 0 <= r < h and 0 <= c < w and not walls[r, c] and (r, c) not in seen:
-                    if (r, c) in targets:
-                        return (fr, fc)
-                    seen.add((r, c))
-                    queue.append((r, c, fr, fc, d + 1))
-        return None
 
     def descend(self, field: np.ndarray, i: int) -> tuple[int, int]:
         """Agent i's step down `field` (a distance field): (0, 0) on a target or where nothing is reachable."""
