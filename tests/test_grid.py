@@ -144,7 +144,8 @@ def test_episodes_restart_the_world_and_bad_grid_config_is_refused(store):
     ticks = store.ticks(result.run_id)
     assert [t.metrics["episode"] for t in ticks][4:7] == [1.0, 2.0, 2.0]
     for sets, message in (({"beam_width": 2}, "beam_width must be odd"), ({"map": "nowhere.txt"}, "unknown map"),
-                          ({"steps": 99, "episode_steps": 10}, r"steps \(99\) must be at most")):
+                          ({"steps": 99, "episode_steps": 10}, r"steps \(99\) must be at most"),
+                          ({"seed_code": "/no/such/policy.py"}, "is not a file")):
         with pytest.raises(UsageError, match=message):
             spec = build_spec("gathering", sets=[f"{k}={v}" for k, v in sets.items()])
             run(spec, store)

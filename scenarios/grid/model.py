@@ -87,6 +87,8 @@ class GridConfig(ScenarioConfig):
             raise ValueError(f"steps ({self.steps}) must be at most episode_steps x iterations = {full}")
         if self.beam_width % 2 == 0:
             raise ValueError(f"beam_width must be odd (a beam is centred on its agent), got {self.beam_width}")
+        if self.seed_code is not None and not Path(self.seed_code).is_file():
+            raise ValueError(f"seed_code {self.seed_code!r} is not a file (a Python file defining policy(obs))")
         return self
 
     def data_paths(self) -> dict[str, Path]:
