@@ -269,12 +269,12 @@ def command(isolation: str, scratch: str, api: str) -> list[str]:
     """The command line that starts a worker under `isolation`."""
     worker = [_python(), "-I", str(WORKER)]
     if isolation == "bubblewrap":
-        cmd = ["bwrap"]
+        cmd = ["bwrap", "--tmpfs", "/tmp"]  # first: a later mount under /tmp (a checkout there, the scratch) stays seen
         for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"):
             cmd += ["--ro-bind-try", system, system]
         for path in _read_only_paths(api):
             cmd += ["--ro-bind", path, path]
-        cmd += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", scratch, scratch,
+        cmd += ["--dev", "/dev", "--proc", "/proc", "--bind", scratch, scratch,
                 "--unshare-all", "--die-with-parent", "--new-session", "--chdir", scratch, "--"]
         return cmd + worker
     if isolation == "netns":
