@@ -168,7 +168,17 @@ class Form:
 Space = Union[Choice, Number, Text, Form]
 
 
-@lru_cache(maxsize=4096)
 def space_key(space: Space) -> str:
-    """A stable string for hashing (cache keys); spaces are frozen, so it is memoised."""
+    """A stable string for hashing (cache keys); spaces are frozen, so it is memoised.
+
+    Memoised by the space *and* its repr: equal spaces may print differently (`Number(0, 100, 1)` equals
+    `Number(0, 100.0, 1)`, and hashes the same, but its spec says 100, not 100.0), and a cache keyed by
+    equality alone gave a space the key of the first equal one the process had seen, so a key depended on
+    what the process ran before (a replay in a fresh process missed the cache).
+    """
+    return _space_key(space, repr(space))
+
+
+@lru_cache(maxsize=4096)
+def _space_key(space: Space, _text: str) -> str:
     return json.dumps(space.spec(), sort_keys=True)
