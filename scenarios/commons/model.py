@@ -185,6 +185,7 @@ class CommonsModel(SocietyModel):
 
     def update(self) -> None:
         c = self.config
+        self.stock_before = self.stock  # last month's stock after its harvest: the stock_change component's base
         if self.tick > 1:
             self.stock = min(c.capacity, self.stock * c.regrowth)
         self.stock_start = self.stock
@@ -531,6 +532,20 @@ class CommonsModel(SocietyModel):
         if self._late:
             return {f.unique_id: f.catch - f.costs for f in self.agents if f.enter <= self.tick}
         return {f.unique_id: f.catch - f.costs for f in self.agents}
+
+    component_docs = {
+        "catch": "tons the fisher caught this month (its payoff before costs and fines)",
+        "stock_change": "the lake's change this month in tons, regrowth and every catch included (the same for every fisher "
+                        "taking part): the group's stock change",
+    }
+
+    def reward_components(self) -> dict[str, dict[int, float]]:
+        """The fisher's catch and the lake's change this month (sanctions received and norm compliance are the common
+        components `fined`, `norm_kept`, `norm_broken`)."""
+        present = [f for f in self.agents if f.enter <= self.tick] if self._late else list(self.agents)
+        ids = [f.unique_id for f in present]
+        return {"catch": {f.unique_id: f.catch for f in present},
+                "stock_change": dict.fromkeys(ids, self.stock - self.stock_before)}
 
     def after_reward(self, rewards: Mapping[int, float]) -> None:
         if self._late:

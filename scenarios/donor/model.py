@@ -160,6 +160,8 @@ class DonorModel(SocietyModel):
             self._start_game(game)
         self.game, self.round = game, rnd
         self.deltas = {a.unique_id: 0.0 for a in self.agents}
+        self.gifts: dict[int, float] = {}  # units given and received this round (reward components)
+        self.received: dict[int, float] = {}
         self.modes = {}
         self.round_given, self.round_punish, self.round_units = [], 0, 0.0
         # halves donate in turn; the second game swaps which half starts
@@ -338,6 +340,8 @@ class DonorModel(SocietyModel):
             recipient.relate(donor.unique_id, -0.3)
         else:
             received = c.multiplier * x
+            self.gifts[donor.unique_id] = self.gifts.get(donor.unique_id, 0.0) + x
+            self.received[recipient.unique_id] = self.received.get(recipient.unique_id, 0.0) + received
             recipient.resources += received
             self.deltas[recipient.unique_id] += received
             gen[0] += share
@@ -355,6 +359,18 @@ class DonorModel(SocietyModel):
     # ----- payoffs, bookkeeping, metrics --------------------------------------------------
     def payoffs(self) -> dict[int, float]:
         return dict(self.deltas)
+
+    component_docs = {
+        "given": "units the player gave this round (its cost of cooperating)",
+        "received": "units the player received this round (the multiplied gifts of its donors)",
+        "reputation": "the share of its resources the player gave in its latest action, what its next partner's trace "
+                      "starts with (0 after a punishment; absent before its first action)",
+    }
+
+    def reward_components(self) -> dict[str, dict[int, float]]:
+        """Gifts made and received this round, and each player's standing (its image: its latest gift's share)."""
+        reputation = {a.unique_id: a.actions[-1][2] for a in self.agents if a.actions}
+        return {"given": dict(self.gifts), "received": dict(self.received), "reputation": reputation}
 
     def after_reward(self, rewards: Mapping[int, float]) -> None:
         if self.round != self.config.rounds:

@@ -449,6 +449,19 @@ class GridModel(SocietyModel):
     def payoffs(self) -> dict[int, float]:
         return {a.unique_id: float(r) for a, r in zip(self.foragers, self._rewards.tolist())}
 
+    component_docs = {
+        "apples": "apples the agent collected this step",
+        "fired": "beams the agent fired this step (tagging, or Cleanup's penalty beam; each costs fire_cost)",
+        "tagged": "1 when the agent is tagged out (in its timeout) this step: the sanction received",
+    }
+
+    def reward_components(self) -> dict[str, dict[int, float]]:
+        """Apples collected, beams fired and being tagged out, per agent (non-zero only)."""
+        w = self.world
+        ids = [a.unique_id for a in self.foragers]
+        return {name: {ids[i]: float(values[i]) for i in np.flatnonzero(values)}
+                for name, values in (("apples", w.collected), ("fired", w.fired), ("tagged", w.timeout > 0))}
+
     def sanctioned_count(self) -> int:
         return int((self.world.timeout > 0).sum())
 

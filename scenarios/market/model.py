@@ -510,6 +510,17 @@ class MarketModel(SocietyModel):
         out.update({b.unique_id: b.income for b in self.sellers})
         return out
 
+    component_docs = {
+        "utility": "a customer's utility realised this tick (its payoff: 2 x the request's value if its needs are met, "
+                   "minus the payment)",
+        "revenue": "a business's revenue this tick (its payoff: the payments it received)",
+    }
+
+    def reward_components(self) -> dict[str, dict[int, float]]:
+        """Customers' utility and businesses' revenue, apart (the payoff holds both kinds of agent)."""
+        return {"utility": {s.unique_id: s.gain for s in self.shoppers},
+                "revenue": {b.unique_id: b.income for b in self.sellers}}
+
     def scenario_metrics(self) -> dict[str, float]:
         tc, t = self.tick_counts, self.totals
         n = len(self.shoppers)

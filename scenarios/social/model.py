@@ -473,6 +473,19 @@ class SocialModel(SocietyModel):
                + c.reply_bonus * self.got_post_replies)
         return dict(zip(self.uid.tolist(), pay.astype(float).tolist()))
 
+    component_docs = {
+        "upvotes": "upvotes the member's posts and comments received this tick",
+        "downvotes": "downvotes the member's posts and comments received this tick",
+        "replies": "replies the member's posts and comments received this tick (the social reward: attention)",
+    }
+
+    def reward_components(self) -> dict[str, dict[int, float]]:
+        """The community's feedback on each member's writing this tick (non-zero counts only)."""
+        uid = self.uid
+        return {name: {int(uid[i]): float(counts[i]) for i in np.flatnonzero(counts)}
+                for name, counts in (("upvotes", self.got_up), ("downvotes", self.got_down),
+                                     ("replies", self.got_replies))}
+
     def _network_metrics(self) -> dict[str, Optional[float]]:
         """The expensive ones, on samples: clustering, power-law fit of total degree, mean shortest path."""
         c, n = self.config, self.config.agents

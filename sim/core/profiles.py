@@ -44,6 +44,9 @@ class DecisionProfile:
     #: market's welfare ratio against the optimum at the lowest prices the sellers may charge; opinion clusters as
     #: major/minor clusters (docs/metrics.md lists every change)
     metrics: int = 1
+    #: each agent step stores its reward vector (named components, sim.reward.components), and the reward is the
+    #: config's `reward_weights` over them (default: the payoff, as before)
+    reward_components: bool = False
 
 
 PROFILES: dict[int, DecisionProfile] = {
@@ -59,6 +62,8 @@ PROFILES: dict[int, DecisionProfile] = {
                        compact_prompt=True, quoted_text=True, tick_noun=True),
     6: DecisionProfile(6, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
                        compact_prompt=True, quoted_text=True, tick_noun=True, metrics=2),
+    7: DecisionProfile(7, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
+                       compact_prompt=True, quoted_text=True, tick_noun=True, metrics=2, reward_components=True),
 }
 VERSIONS = tuple(PROFILES)
 #: the decision contract new runs are made under

@@ -25,12 +25,14 @@ class AgentStepRecord:
     backend: str
     reason: Optional[str]
     memory: Optional[dict[str, Any]]  # None: unchanged since the last stored snapshot
+    components: Optional[dict[str, float]] = None  # the reward vector (sim.reward.components); None before contract 7
 
     def row(self, prefix: tuple, encode: Callable[[Any], str]) -> tuple:
         """The store's row: `prefix + (agent_id, backend, action JSON, payoff, reward, fallback, reason,
-        memory JSON or None)`."""
+        memory JSON or None, components JSON or None)`."""
         return prefix + (self.agent_id, self.backend, encode(self.action), self.payoff, self.reward, self.fallback,
-                         self.reason, None if self.memory is None else encode(self.memory))
+                         self.reason, None if self.memory is None else encode(self.memory),
+                         None if self.components is None else encode(self.components))
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})  # values equal only when their JSON is (but 0.0 / -0.0)
@@ -45,13 +47,15 @@ class StepColumns(Sequence[AgentStepRecord]):
     had a fallback or whose memory changed.
     """
 
-    __slots__ = ("agent_ids", "backends", "payoffs", "rewards", "actions", "reasons", "memories")
+    __slots__ = ("agent_ids", "backends", "payoffs", "rewards", "actions", "reasons", "memories", "components")
 
     def __init__(self, agent_ids: Sequence[int], backends: Sequence[str], payoffs: Sequence[float],
                  rewards: Sequence[float], actions: Sequence[tuple[str, Mapping[int, Any]]],
-                 reasons: Mapping[int, str], memories: Mapping[int, dict[str, Any]]) -> None:
+                 reasons: Mapping[int, str], memories: Mapping[int, dict[str, Any]],
+                 components: Optional[Sequence[Optional[dict[str, float]]]] = None) -> None:
         self.agent_ids, self.backends, self.payoffs, self.rewards = agent_ids, backends, payoffs, rewards
         self.actions, self.reasons, self.memories = actions, reasons, memories
+        self.components = components  # each agent's reward vector, in agent order (None: not recorded)
 
     def __len__(self) -> int:
         return len(self.agent_ids)
@@ -62,23 +66,25 @@ class StepColumns(Sequence[AgentStepRecord]):
         aid = self.agent_ids[i]
         reason = self.reasons.get(aid)
         return AgentStepRecord(aid, {p: m[aid] for p, m in self.actions if aid in m}, self.payoffs[i], self.rewards[i],
-                               reason is not None, self.backends[i], reason, self.memories.get(aid))
+                               reason is not None, self.backends[i], reason, self.memories.get(aid),
+                               None if self.components is None else self.components[i])
 
     def __iter__(self) -> Iterator[AgentStepRecord]:
         return (self[i] for i in range(len(self)))
 
     def rows(self, prefix: tuple, encode: Callable[[Any], str]) -> list[tuple]:
         """One row per agent for the store: `prefix + (agent_id, backend, action JSON, payoff, reward,
-        fallback, reason, memory JSON or None)` (as `AgentStepRecord.row`); a one-phase tick encodes each
-        distinct action once."""
+        fallback, reason, memory JSON or None, components JSON or None)` (as `AgentStepRecord.row`); a
+        one-phase tick encodes each distinct action once, and every tick each distinct reward vector once."""
+        vectors = self._encoded_components(encode)
         if len(self.actions) != 1:
-            return [st.row(prefix, encode) for st in self]
+            return [st.row(prefix, encode)[:-1] + (vec,) for st, vec in zip(self, vectors)]
         phase, chosen = self.actions[0]
         reasons, memories = self.reasons, self.memories
         encoded: dict[Any, str] = {}
         empty = encode({})
         rows = []
-        for aid, backend, payoff, reward in zip(self.agent_ids, self.backends, self.payoffs, self.rewards):
+        for aid, backend, payoff, reward, vec in zip(self.agent_ids, self.backends, self.payoffs, self.rewards, vectors):
             if aid in chosen:
                 v = chosen[aid]
                 kind = type(v)
@@ -94,8 +100,25 @@ class StepColumns(Sequence[AgentStepRecord]):
             reason = reasons.get(aid)
             memory = memories.get(aid)
             rows.append(prefix + (aid, backend, action, payoff, reward, reason is not None, reason,
-                                  None if memory is None else encode(memory)))
+                                  None if memory is None else encode(memory), vec))
         return rows
+
+    def _encoded_components(self, encode: Callable[[Any], str]) -> list[Optional[str]]:
+        """Each agent's reward vector as JSON (None where none is recorded), each distinct vector encoded once."""
+        if self.components is None:
+            return [None] * len(self.agent_ids)
+        done: dict[tuple, str] = {}
+        out: list[Optional[str]] = []
+        for vec in self.components:
+            if vec is None:
+                out.append(None)
+                continue
+            key = tuple((k, v, str(v)) for k, v in vec.items())  # (str: -0.0 and 0.0 apart)
+            text = done.get(key)
+            if text is None:
+                text = done[key] = encode(vec)
+            out.append(text)
+        return out
 
 
 @dataclass

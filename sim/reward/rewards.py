@@ -8,8 +8,10 @@ Modes as in Coopetition-Gym: `private` r_i = p_i; `integrated` r_i = p_i + lam *
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from sim.reward.components import DEFAULT_WEIGHTS, weigh
 
 RewardMode = Literal["private", "integrated", "cooperative"]
 FeedbackMode = Literal["sparse", "dense", "none"]
@@ -35,14 +37,20 @@ def compute_rewards(payoffs: Mapping[int, float], mode: RewardMode, lam: float =
 
 @dataclass(frozen=True)
 class RewardLayer:
-    """Configured reward mode, lambda and feedback for one run."""
+    """Configured reward mode, lambda, feedback and component weights for one run."""
 
     mode: RewardMode = "private"
     lam: float = 0.0
     feedback: FeedbackMode = "sparse"
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
 
-    def rewards(self, payoffs: Mapping[int, float]) -> dict[int, float]:
-        return compute_rewards(payoffs, self.mode, self.lam)
+    def rewards(self, payoffs: Mapping[int, float],
+                components: Mapping[str, Mapping[int, float]] | None = None) -> dict[int, float]:
+        """Rewards in the configured mode over the weighted components (over the payoffs themselves when no
+        components are given or the weights are the default, {payoff: 1})."""
+        if components is None or dict(self.weights) == DEFAULT_WEIGHTS:
+            return compute_rewards(payoffs, self.mode, self.lam)
+        return compute_rewards(weigh(components, self.weights, payoffs), self.mode, self.lam)
 
     def feedback_for(self, agent_id: int, rewards: Mapping[int, float], metrics: Mapping[str, float]) -> dict[str, float]:
         """What the agent is told after a tick: its reward, plus group metrics when dense; nothing when none

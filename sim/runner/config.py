@@ -16,9 +16,10 @@ from pydantic import BaseModel, ValidationError
 from agents.llm.prompts import get_template
 from scenarios.registry import get_scenario, reference_of
 from sim.core.errors import UsageError
-from sim.core.profiles import CONTRACT
+from sim.core.profiles import CONTRACT, profile
 from sim.core.refs import absolute, is_reference, load_strategy
 from sim.core.spec import POLICIES, LLMSpec, RunSpec, policies_used
+from sim.reward.components import COMMON_COMPONENTS, DEFAULT_WEIGHTS, unknown_weights
 from sim.runner.data import absolute_paths
 from sim.tick.model import SocietyModel
 
@@ -265,12 +266,27 @@ def absolute_refs(data: dict[str, Any], base: Optional[Path] = None) -> dict[str
     return out
 
 
-def check_population(cls: type[SocietyModel], config: Any, policy: str) -> None:
+def check_weights(cls: type[SocietyModel], config: Any, contract: int = CONTRACT) -> None:
+    """Every `reward_weights` name is a reward component of the scenario (UsageError naming the valid ones), and a run
+    made under a decision contract without components keeps the default weights."""
+    weights = dict(getattr(config, "reward_weights", DEFAULT_WEIGHTS))
+    bad = unknown_weights(weights, cls.component_docs)
+    if bad:
+        valid = ", ".join(sorted(set(COMMON_COMPONENTS) | set(cls.component_docs)))
+        raise UsageError(f"bad value for 'reward_weights': {cut(', '.join(bad))} is not a reward component of "
+                         f"{cls.name or cls.__qualname__}; valid: {valid}")
+    if weights != DEFAULT_WEIGHTS and not profile(contract).reward_components:
+        raise UsageError(f"bad value for 'reward_weights': runs of decision contract {contract} have no reward components; "
+                         "only the default {payoff: 1} applies")
+
+
+def check_population(cls: type[SocietyModel], config: Any, policy: str, contract: int = CONTRACT) -> None:
     """Every strategy the config names for scripted agents exists: a scenario's own name, or a reference that loads.
 
     A population group's `strategy`, and the config's own `strategy` field when some agent takes it
     (a group without a strategy, or no population) and is scripted. UsageError naming the field otherwise.
     """
+    check_weights(cls, config, contract)
     population = config.population
     if "synthesis" in policies_used(population, policy) and not cls.synthesis:
         raise UsageError(f"{cls.name or cls.__qualname__} does not support --policy synthesis (agents run by a program "

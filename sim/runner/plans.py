@@ -21,12 +21,11 @@ from typing import Any, Optional, Protocol
 from sim.core.backend import ReplayMode
 from sim.core.records import TickRecord
 from sim.core.spec import RunSpec
-from sim.reward.rewards import RewardLayer
 from sim.store.snapshots import diff_ticks, snapshot_of
 from sim.store.store import Store
 from sim.store.tables import Run
 from sim.tick.config import ScenarioConfig
-from sim.tick.model import SocietyModel
+from sim.tick.model import SocietyModel, reward_layer
 
 #: the configs a run used: [(0, first config), (branch tick, config from the tick after it), ...]
 Schedule = Sequence[tuple[int, dict[str, Any]]]
@@ -185,4 +184,4 @@ def swap_config(model: SocietyModel, data: dict[str, Any]) -> None:
     """Give a running model its new config (after a tick); the reward layer is rebuilt from it."""
     config = type(model.config).model_validate(data)
     model.config = config
-    model.reward_layer = RewardLayer(config.reward_mode, config.lam, config.feedback)
+    model.reward_layer = reward_layer(config)

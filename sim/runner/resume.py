@@ -28,7 +28,7 @@ from sim.store.tables import Run
 from sim.tick.model import SocietyModel
 
 #: fields of every scenario a fork may change: the reward layer is rebuilt from them after the branch tick
-BASE_FORK_FIELDS = frozenset({"reward_mode", "lam", "feedback"})
+BASE_FORK_FIELDS = frozenset({"reward_mode", "lam", "feedback", "reward_weights"})
 
 
 def fork_fields(cls: type[SocietyModel]) -> frozenset[str]:

@@ -17,7 +17,7 @@ from sim.store.encoding import plain
 
 @dataclass(frozen=True)
 class TickSnapshot:
-    """A tick as stored: steps are [agent_id, action, payoff, reward, fallback, memory] by agent id; events
+    """A tick as stored: steps are [agent_id, action, payoff, reward, fallback, memory, reward vector] by agent id; events
     are [kind, actor, target, data] in the order they happened."""
 
     metrics: dict[str, Any]
@@ -30,7 +30,7 @@ def snapshot_of(record: TickRecord) -> TickSnapshot:
     """The snapshot the store would give back for `record` once committed."""
     return TickSnapshot(
         plain(record.metrics), plain(record.state),
-        plain([[s.agent_id, s.action, s.payoff, s.reward, s.fallback, s.memory] for s in record.steps]),
+        plain([[s.agent_id, s.action, s.payoff, s.reward, s.fallback, s.memory, s.components] for s in record.steps]),
         plain([[e.kind, e.actor, e.target, e.data] for e in record.events]))
 
 
@@ -45,6 +45,8 @@ def diff_ticks(stored: Optional[TickSnapshot], other: TickSnapshot) -> Optional[
         if part == "steps":
             for a, b in zip(mine, theirs):
                 if a != b:
+                    if a[:6] == b[:6]:
+                        return f"agent {a[0]}'s reward vector differs (stored {a[6]}, replayed {b[6]})"
                     return f"agent {a[0]}'s step differs (stored {a[1:5]}, replayed {b[1:5]})"
             return f"steps differ ({len(mine)} stored, {len(theirs)} replayed)"
         return f"{part} differ"

@@ -57,7 +57,8 @@ class Store:
         self.url = url
         self.engine = make_engine(url, create=create)
         mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-        cols = ("run_id", "tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason", "memory")
+        cols = ("run_id", "tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason", "memory",
+                "components")
         self._steps_sql = f"INSERT INTO agent_steps ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
 
     # ----- writing ----------------------------------------------------------------------
@@ -244,14 +245,15 @@ class Store:
         with self.engine.connect() as conn:
             conn = conn.execution_options(stream_results=True, yield_per=chunk)
             ticks = conn.execute(sa_select(t.tick, t.metrics, t.state).where(*at(t)).order_by(t.tick))
-            steps = _Rows(conn.execute(sa_select(s.tick, s.agent_id, s.action, s.payoff, s.reward, s.fallback, s.memory)
+            steps = _Rows(conn.execute(sa_select(s.tick, s.agent_id, s.action, s.payoff, s.reward, s.fallback, s.memory,
+                                                 s.components)
                                        .where(*at(s)).order_by(s.tick, s.agent_id)))
             events = _Rows(conn.execute(sa_select(e.tick, e.kind, e.actor, e.target, e.data)
                                         .where(*at(e)).order_by(e.tick, e.id)))
             for row in ticks:
                 snap = TickSnapshot(row.metrics, row.state, [], [])
                 for r in steps.up_to(row.tick):
-                    snap.steps.append([r.agent_id, r.action, r.payoff, r.reward, bool(r.fallback), r.memory])
+                    snap.steps.append([r.agent_id, r.action, r.payoff, r.reward, bool(r.fallback), r.memory, r.components])
                 for r in events.up_to(row.tick):
                     snap.events.append([r.kind, r.actor, r.target, r.data])
                 yield row.tick, snap
@@ -288,10 +290,11 @@ class Store:
             for table, order, cols, replace in (
                     (t, t.c.tick, ("tick", "metrics", "state", "duration_s"), {}),
                     (s, s.c.id, ("tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason",
-                                 "memory"), {}),
+                                 "memory", "components"), {}),
                     (e, e.c.id, ("tick", "kind", "actor", "target", "data"), {}),
                     (c, c.c.id, ("key", "tick", "agent_id", "phase", "backend", "model_id", "prompt", "answer", "value",
-                                 "tokens_in", "tokens_out", "latency_s", "cache_hit", "fallback", "attempts"),
+                                 "tokens_in", "tokens_out", "latency_s", "cache_hit", "fallback", "attempts",
+                                 "completion_ids", "logprobs"),
                      {"latency_s": literal(0.0), "cache_hit": literal(True)})):
                 chosen = [replace.get(name, table.c[name]) for name in cols]
                 rows = sa_select(literal(fork_id), *chosen).where(table.c.run_id == parent_id, table.c.tick <= upto)
@@ -328,7 +331,8 @@ class Store:
             return list(s.exec(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.created_at)).all())
 
 
-_LLM_DEFAULTS = {"tokens_in": 0, "tokens_out": 0, "latency_s": 0.0, "cache_hit": False, "fallback": False, "attempts": 1, "value": None}
+_LLM_DEFAULTS = {"tokens_in": 0, "tokens_out": 0, "latency_s": 0.0, "cache_hit": False, "fallback": False, "attempts": 1, "value": None,
+                 "completion_ids": None, "logprobs": None}
 
 
 def _call_row(call: dict[str, Any]) -> dict[str, Any]:

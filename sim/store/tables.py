@@ -92,6 +92,8 @@ class AgentStep(SQLModel, table=True):
     fallback: bool = False
     reason: Optional[str] = None
     memory: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    # the reward vector: named components (sim.reward.components), non-zero ones only; NULL before contract 7
+    components: Optional[dict] = Field(default=None, sa_column=Column(JSON))
 
 
 class EventRow(SQLModel, table=True):
@@ -129,3 +131,7 @@ class LLMCall(SQLModel, table=True):
     cache_hit: bool = False
     fallback: bool = False
     attempts: int = 1
+    # the completion as tokens, for training (`export --format trajectories`): its token ids and each one's
+    # log-probability under the model; NULL when the backend does not give them (a served model, a fake one)
+    completion_ids: Optional[list] = Field(default=None, sa_column=Column(JSON))
+    logprobs: Optional[list] = Field(default=None, sa_column=Column(JSON))

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Optional
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sim.core.spec import Policy
+from sim.reward.components import DEFAULT_WEIGHTS
 from sim.reward.rewards import FeedbackMode, RewardMode
 
 
@@ -51,6 +52,11 @@ class ScenarioConfig(BaseModel):
     reward_mode: RewardMode = Field("private", description="what agents are rewarded: own, integrated or group payoff")
     lam: float = Field(0.0, ge=0.0, le=10.0, description="weight of others' payoffs in integrated mode")
     feedback: FeedbackMode = Field("sparse", description="sparse: own reward; dense: plus group metrics; none: nothing")
+    reward_weights: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_WEIGHTS),
+        description="the reward as a weighting of named reward components before the reward mode (default {payoff: 1}; "
+                    "e.g. {payoff: 1, envy: -0.5, guilt: -0.25} is Fehr-Schmidt inequity aversion); "
+                    "`societas scenarios` lists each scenario's components")
     population: Optional[list[PopulationGroup]] = Field(None, description="groups {count, policy, strategy, persona}")
     memory_window: int = Field(8, ge=1, le=1000, description="recent memory items kept verbatim")
     memory_summary_chars: int = Field(400, ge=0, le=100_000, description="size of the running summary")

@@ -30,6 +30,7 @@ from sim.reward.docs import metric_docs
 from sim.reward.metrics import PerolatTracker
 from sim.tick.probe import Probe
 from sim.reward.norms import NormLedger
+from sim.reward.components import common_components, vectors
 from sim.reward.rewards import RewardLayer, describe_feedback
 from sim.tick.broker import DecisionBroker
 from sim.tick.config import PopulationGroup, ScenarioConfig
@@ -54,6 +55,9 @@ class SocietyModel(mesa.Model):
     tick_metric_docs: ClassVar[Mapping[str, str]] = {}
     #: the run's final summary (`runs.final_metrics`, `--json`): name -> what it is over the whole run
     final_metric_docs: ClassVar[Mapping[str, str]] = {}
+    #: the scenario's own reward components (`reward_components`), beside the common ones
+    #: (sim.reward.components.COMMON_COMPONENTS): name -> what it is
+    component_docs: ClassVar[Mapping[str, str]] = {}
     #: config fields a fork may change mid-run: those the model reads as it goes (each tick, each game), not
     #: only when it builds the world. The reward layer's (reward_mode, lam, feedback) and the horizon always
     #: may; a fork that changes any other field is refused before it is stored
@@ -87,7 +91,7 @@ class SocietyModel(mesa.Model):
         self.broker = broker
         self.policy = policy
         self.on_tick = on_tick
-        self.reward_layer = RewardLayer(config.reward_mode, config.lam, config.feedback)
+        self.reward_layer = reward_layer(config)
         self.norms = NormLedger()
         self.status = "running"
         self.reason: Optional[str] = None
@@ -130,6 +134,11 @@ class SocietyModel(mesa.Model):
 
     def payoffs(self) -> dict[int, float]:
         """Material payoff of each agent this tick."""
+        return {}
+
+    def reward_components(self) -> Mapping[str, Mapping[int, float]]:
+        """The scenario's own reward components of this tick (called after `payoffs()`): name -> agent id -> value;
+        an agent a component leaves out has 0 of it. Each name is documented in `component_docs`."""
         return {}
 
     def scenario_metrics(self) -> dict[str, float]:
@@ -370,7 +379,11 @@ class SocietyModel(mesa.Model):
             if not self.running and self.status != "running":
                 break
         payoffs = self.payoffs()
-        rewards = self.reward_layer.rewards(payoffs)
+        components: Optional[dict[str, Mapping[int, float]]] = None
+        if self.profile.reward_components:
+            components = common_components(payoffs, self.norms.events)
+            components.update(self.reward_components())
+        rewards = self.reward_layer.rewards(payoffs, components)
         sanctioned = self.sanctioned_count()
         self.perolat.n_agents = len(self.agents)
         # Perolat's four are over the material payoffs (profile `metrics` 2); the first profiles took the shaped rewards
@@ -390,16 +403,16 @@ class SocietyModel(mesa.Model):
             if agent.policy == "llm":  # feedback is prompt text: only LLM agents read it
                 agent.feedback = layer.feedback_for(aid, rewards, metrics)
         self.after_reward(rewards)
-        record = TickRecord(self.tick, metrics, self.state(), self._steps(taken, payoffs, rewards), list(self.events),
-                            self.status)
+        record = TickRecord(self.tick, metrics, self.state(), self._steps(taken, payoffs, rewards, components),
+                            list(self.events), self.status)
         self.last_record = record
         if self.on_tick is not None:
             self.on_tick(record)
 
     def _steps(self, taken: Sequence[tuple[str, Sequence[Decision]]], payoffs: Mapping[int, float],
-               rewards: Mapping[int, float]) -> StepColumns:
-        """The tick's agent steps (the agents present now, by id): decisions by phase, payoff, reward,
-        fallbacks with their reasons, and each memory snapshot that changed since it was last stored."""
+               rewards: Mapping[int, float], components: Optional[Mapping[str, Mapping[int, float]]] = None) -> StepColumns:
+        """The tick's agent steps (the agents present now, by id): decisions by phase, payoff, reward, reward
+        vector, fallbacks with their reasons, and each memory snapshot that changed since it was last stored."""
         agents, present = self._roster.by_id()
         ids = list(map(_by_id, agents))
         fell: dict[int, list[str]] = {}
@@ -416,5 +429,10 @@ class SocietyModel(mesa.Model):
             ids, list(map(_policy, agents)), list(map(payoffs.get, ids, repeat(0.0))),
             list(map(rewards.get, ids, repeat(0.0))), [(phase, values_by_agent(decided)) for phase, decided in taken],
             {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
+            None if components is None else vectors(components, ids),
         )
 
+
+def reward_layer(config: ScenarioConfig) -> RewardLayer:
+    """The reward layer a config asks for (mode, lambda, feedback, component weights)."""
+    return RewardLayer(config.reward_mode, config.lam, config.feedback, dict(config.reward_weights))
