@@ -81,7 +81,7 @@ class LLMBackend(Backend):
             value = request.default if fallback else a.value
             call = self.call_record(request, m, key, value=value, answer=a.raw, tokens_in=a.tokens_in,
                                     tokens_out=a.tokens_out, latency_s=latency, cache_hit=False, fallback=fallback,
-                                    attempts=a.attempts)
+                                    attempts=a.attempts, completion_ids=a.completion_ids, logprobs=a.logprobs)
             out.append((Decision(agent_id=request.agent_id, phase=request.phase, value=value, backend=self.name,
                                  fallback=fallback, reason=a.error, attempts=a.attempts, cached=False, raw=a.raw), call))
         return out
@@ -103,4 +103,23 @@ def prompt_text(messages: Sequence[dict[str, str]]) -> str:
     return "\n".join(f"[{m['role']}] {m['content']}" for m in messages)
 
 
-__all__ = ["LLMBackend", "Answer", "prompt_text"]
+ROLES = ("system", "user", "assistant")
+
+
+def parse_prompt_text(text: str) -> list[dict[str, str]]:
+    """The chat messages back from `prompt_text` (a line that starts `[system] `, `[user] ` or `[assistant] ` begins a
+    message; any other line continues the one before). Text an agent or a data file wrote enters prompts quoted on one
+    line (sim.core.text.quote), so it never starts a line of its own."""
+    messages: list[dict[str, str]] = []
+    for line in text.split("\n"):
+        role = next((r for r in ROLES if line.startswith(f"[{r}] ") or line == f"[{r}]"), None)
+        if role is not None:
+            messages.append({"role": role, "content": line[len(role) + 3:]})
+        elif messages:
+            messages[-1]["content"] += "\n" + line
+        else:
+            messages.append({"role": "user", "content": line})
+    return messages
+
+
+__all__ = ["LLMBackend", "Answer", "prompt_text", "parse_prompt_text"]

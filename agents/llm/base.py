@@ -26,6 +26,10 @@ class Answer:
     tokens_out: int = 0
     attempts: int = 1
     error: Optional[str] = None
+    #: the completion as the model's tokens and each one's log-probability (a local model gives them; None otherwise);
+    #: a log-probability may be None for a token the model did not sample (text re-encoded after a reasoning cut)
+    completion_ids: Optional[list[int]] = None
+    logprobs: Optional[list[Optional[float]]] = None
 
 
 class LLM(Protocol):

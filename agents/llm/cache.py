@@ -62,7 +62,8 @@ class CachedBackend(Backend):
                 row = hits[key]
                 call = backend.call_record(request, messages[i], key, value=row.value, answer=row.answer,
                                            tokens_in=row.tokens_in, tokens_out=row.tokens_out, latency_s=0.0,
-                                           cache_hit=True, fallback=row.fallback, attempts=row.attempts)
+                                           cache_hit=True, fallback=row.fallback, attempts=row.attempts,
+                                           completion_ids=row.completion_ids, logprobs=row.logprobs)
                 decision = Decision(agent_id=request.agent_id, phase=request.phase, value=row.value, backend=self.name,
                                     fallback=row.fallback, reason="cached fallback" if row.fallback else None,
                                     attempts=row.attempts, cached=True, raw=row.answer)

@@ -43,6 +43,10 @@ def check_model_path(model: str) -> None:
     raise UsageError(f"bad value for '--model': {model!r} is neither a model directory nor a .gguf file")
 
 
+#: what enters the cache key of a decision made outside (the episode's id is in the model id)
+ENV_SAMPLING = {"policy": "external"}
+
+
 def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay: Optional[ReplayMode] = None,
                      llm_factory: Optional[Callable[[], LLM]] = None) -> Backend:
     """The `llm` backend for `spec.llm`, behind `cache` (the store) when one is given.
@@ -58,6 +62,16 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
         check_model_path(llm.model)
     if llm.provider == "langchain" and not llm.cls:
         raise UsageError("llm.provider is 'langchain' but no chat model class is given (--llm module:Class)")
+    if llm.provider == "env":  # decisions made outside (sim.env): stored as calls, so the run replays from the cache
+        model_id = f"env:{llm.model or ''}"
+
+        def outside() -> LLM:
+            raise UsageError(f"the LLM decisions of this run were made by a policy outside, through the environment "
+                             f"({model_id}); they can be replayed from the cache, not made again here")
+
+        return CachedBackend(LLMBackend(model_id, ENV_SAMPLING, llm_factory=llm_factory or outside, prompt=prompt),
+                             cache, replay) if cache is not None else LLMBackend(model_id, ENV_SAMPLING,
+                                                                                  llm_factory=llm_factory or outside, prompt=prompt)
     if llm.provider == "local":
         model_id, sampling = model_id_for(llm.model), local_sampling(llm.temperature)
         factory = llm_factory or (lambda: LocalLLM(llm.model, llm.device, llm.dtype, llm.temperature,
@@ -82,6 +96,8 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
 def preflight(spec: RunSpec) -> None:
     """Check the LLM settings of `spec` before anything is written: the model file, the device, the chat class."""
     llm = spec.llm
+    if llm.provider == "env":
+        return
     if llm.provider == "local":
         if llm.model is not None:
             check_model_path(llm.model)

@@ -14,6 +14,7 @@ from rich import box
 from rich.table import Table
 
 from analysis.frames import export_run
+from analysis.trajectories import export_trajectories
 from analysis.sweeps import cell_table, compare_runs, sweep_frame
 from analysis.summary import run_row, run_summary, tick_messages
 from scenarios.registry import REGISTRY, get_scenario
@@ -208,15 +209,21 @@ def show_compare(run_id: str, db: Optional[str], as_json: bool) -> None:
 @app.command()
 def export(
     run_id: str,
-    format: str = typer.Option("csv", "--format", help="csv or parquet"),
+    format: str = typer.Option("csv", "--format", help="csv, parquet, or trajectories (one row per LLM decision for training)"),
     out_dir: Path = typer.Option(..., "--out", help="directory to write the tables into"),
+    gamma: float = typer.Option(1.0, "--gamma", help="trajectories: the discount of return_to_go (0..1)"),
     db: Optional[str] = DbOption,
 ) -> None:
-    """Export a run's tables (runs, ticks, agent_steps, events, llm_calls) as CSV or Parquet."""
-    if format not in ("csv", "parquet"):
-        fail(f"bad value for '--format': {format!r}; valid: csv, parquet")
+    """Export a run's tables (runs, ticks, agent_steps, events, llm_calls) as CSV or Parquet, or its trajectories:
+    one row per LLM decision with prompt, completion, token ids, log-probabilities, reward vector, reward and return
+    to go (`trajectories.parquet` and `trajectories.jsonl`; columns in docs/learning.md)."""
+    if format not in ("csv", "parquet", "trajectories"):
+        fail(f"bad value for '--format': {format[:40]!r}; valid: csv, parquet, trajectories")
     store = open_store(db, create=False)
-    paths = export_run(store, store.get_run(run_id).id, out_dir, format)
+    if format == "trajectories":
+        paths = export_trajectories(store, store.get_run(run_id).id, out_dir, gamma=gamma)
+    else:
+        paths = export_run(store, store.get_run(run_id).id, out_dir, format)
     for p in paths:
         out.print(str(p))
 

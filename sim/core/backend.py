@@ -68,6 +68,8 @@ class CachedCall(Protocol):
     tokens_out: int
     fallback: bool
     attempts: int
+    completion_ids: Optional[list[int]]
+    logprobs: Optional[list[Optional[float]]]
 
 
 class CallCache(Protocol):

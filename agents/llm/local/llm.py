@@ -57,16 +57,20 @@ class LocalLLM:
             groups.setdefault(self._kind(r), []).append(i)
         for kind, idx in groups.items():
             getattr(self, f"_{kind}")([requests[i] for i in idx], [prompts[i] for i in idx], idx, out)
-        for i, (reasoning, n, prompt_len) in reasoned.items():
+        for i, (reasoning, n, prompt_len, lead) in reasoned.items():
             a = out[i]
+            ids = lps = None
+            if a.completion_ids is not None:  # the kept reasoning and its cue as tokens (not sampled as such: no lp)
+                ids, lps = lead + a.completion_ids, [None] * len(lead) + list(a.logprobs or [])
             out[i] = Answer(a.value, raw=f"{reasoning}\nAnswer: {a.raw}", tokens_in=prompt_len,
-                            tokens_out=n + a.tokens_out, attempts=a.attempts, error=a.error)
+                            tokens_out=n + a.tokens_out, attempts=a.attempts, error=a.error, completion_ids=ids, logprobs=lps)
         return out  # type: ignore[return-value]
 
-    def _reason(self, requests: Sequence[DecisionRequest], prompts: list[list[int]]) -> dict[int, tuple[str, int, int]]:
+    def _reason(self, requests: Sequence[DecisionRequest], prompts: list[list[int]]) -> dict[int, tuple[str, int, int, list[int]]]:
         """Reasoning first, for the requests that ask for it (`reason_tokens`): the reasoning is sampled as text
         (cut before the model's own "Answer:"), and the prompt extended with it and "Answer: ", after which the
-        answer is decoded under its space's constraint as any other. {index: (reasoning, its tokens, prompt tokens)}."""
+        answer is decoded under its space's constraint as any other. {index: (reasoning, its tokens, prompt tokens,
+        the token ids the prompt was extended with)}."""
         idx = [i for i, r in enumerate(requests) if reasoned(r)]
         if not idx:
             return {}
@@ -76,7 +80,7 @@ class LocalLLM:
         tails = self.lm.encode([f"{t}\n{ANSWER_CUE}" if t else ANSWER_CUE for t in texts])
         out = {}
         for i, text, (_, n), tail in zip(idx, texts, got, tails):
-            out[i] = (text, n, len(prompts[i]))
+            out[i] = (text, n, len(prompts[i]), list(tail))
             prompts[i] = prompts[i] + tail
         return out
 
@@ -91,11 +95,12 @@ class LocalLLM:
         return {Choice: "choice", Text: "text", Form: "form"}[type(s)]
 
     def _choose(self, requests, prompts, idx, out, options: list[list[str]], values: list[list[Any]]) -> None:
-        picks = self.lm.choose(prompts, options, self.temperature, [r.seed for r in requests])
+        tokens: list = [None] * len(requests)
+        picks = self.lm.choose(prompts, options, self.temperature, [r.seed for r in requests], tokens=tokens)
         option_ids = self.lm.option_ids([[opts[k]] for opts, (k, _) in zip(options, picks)])  # each distinct text once
-        for r, p, i, opts, vals, (k, _), ids in zip(requests, prompts, idx, options, values, picks, option_ids):
+        for r, p, i, opts, vals, (k, _), ids, (got, lps) in zip(requests, prompts, idx, options, values, picks, option_ids, tokens):
             tokens_out = len(ids[0]) if opts[k] else 0
-            out[i] = Answer(vals[k], raw=opts[k], tokens_in=len(p), tokens_out=tokens_out)
+            out[i] = Answer(vals[k], raw=opts[k], tokens_in=len(p), tokens_out=tokens_out, completion_ids=got, logprobs=lps)
 
     def _choice(self, requests, prompts, idx, out) -> None:
         options = [list(r.space.options) for r in requests]
@@ -111,25 +116,31 @@ class LocalLLM:
         for k, (r, p, i) in enumerate(zip(requests, prompts, idx)):
             if bounds[k][0] > bounds[k][1]:  # no integer in the range: its only value, snapped, without the model
                 out[i] = Answer(r.space.snap(r.space.lo), raw=f"{r.space.lo:g}", tokens_in=len(p), tokens_out=0)
+        tokens: list = [None] * len(live)
         got = self.lm.decode_numbers([prompts[k] for k in live], [bounds[k] for k in live], self.temperature,
-                                     [requests[k].seed for k in live]) if live else []
-        for k, (value, n) in zip(live, got):
+                                     [requests[k].seed for k in live], tokens=tokens) if live else []
+        for k, (value, n), (ids, lps) in zip(live, got, tokens):
             r, p, i = requests[k], prompts[k], idx[k]
-            out[i] = Answer(r.space.snap(value), raw=str(value), tokens_in=len(p), tokens_out=n)
+            out[i] = Answer(r.space.snap(value), raw=str(value), tokens_in=len(p), tokens_out=n, completion_ids=ids, logprobs=lps)
 
     def _text(self, requests, prompts, idx, out) -> None:
-        got = self.lm.generate(prompts, [r.space.max_tokens for r in requests], self.temperature, [r.seed for r in requests])
-        for r, p, i, (text, n) in zip(requests, prompts, idx, got):
+        tokens: list = [None] * len(requests)
+        got = self.lm.generate(prompts, [r.space.max_tokens for r in requests], self.temperature, [r.seed for r in requests],
+                               tokens=tokens)
+        for r, p, i, (text, n), (ids, lps) in zip(requests, prompts, idx, got, tokens):
             err = None if text else "empty text"
-            out[i] = Answer(text, raw=text, tokens_in=len(p), tokens_out=n, error=err)
+            out[i] = Answer(text, raw=text, tokens_in=len(p), tokens_out=n, error=err, completion_ids=ids, logprobs=lps)
 
     def _form(self, requests, prompts, idx, out) -> None:
-        got = self.lm.generate(prompts, [128] * len(requests), self.temperature, [r.seed for r in requests])
-        for r, p, i, (text, n) in zip(requests, prompts, idx, got):
+        tokens: list = [None] * len(requests)
+        got = self.lm.generate(prompts, [128] * len(requests), self.temperature, [r.seed for r in requests], tokens=tokens)
+        for r, p, i, (text, n), (ids, lps) in zip(requests, prompts, idx, got, tokens):
             try:
-                out[i] = Answer(parse_answer(text, r.space), raw=text, tokens_in=len(p), tokens_out=n)
+                out[i] = Answer(parse_answer(text, r.space), raw=text, tokens_in=len(p), tokens_out=n,
+                                completion_ids=ids, logprobs=lps)
             except SpaceError as exc:
-                out[i] = Answer(None, raw=text, tokens_in=len(p), tokens_out=n, error=f"unparseable: {exc}")
+                out[i] = Answer(None, raw=text, tokens_in=len(p), tokens_out=n, error=f"unparseable: {exc}",
+                                completion_ids=ids, logprobs=lps)
 
 
 def local_sampling(temperature: float) -> dict[str, Any]:

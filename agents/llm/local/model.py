@@ -237,24 +237,31 @@ class LocalLM:
     # ----- choices ------------------------------------------------------------------------------
     @torch.inference_mode()
     def choose(self, prompts: Sequence[str] | Sequence[list[int]], options: Sequence[Sequence[str]], temperature: float,
-               seeds: Sequence[int]) -> list[tuple[int, list[float]]]:
+               seeds: Sequence[int], tokens: Optional[list] = None) -> list[tuple[int, list[float]]]:
         """(picked option index, option scores) per prompt; scores are mean token log-likelihoods.
 
         The options of a prompt go in one row after it, each option attending to the prompt and
-        to its own earlier tokens only (a tree-shaped mask), so the prompt is computed once.
+        to its own earlier tokens only (a tree-shaped mask), so the prompt is computed once. With
+        `tokens` (a list as long as the prompts) each entry becomes the picked option's (token ids,
+        each token's log-probability under the model).
         """
         ids = self.encode(prompts)
         option_ids = self.option_ids(options)
         out: list[tuple[int, list[float]]] = [(0, [])] * len(ids)
         for bucket, (last, cache, mask, next_pos), kv in self._batches(ids, steps=1):
             toks = [option_ids[i] for i in bucket]
-            scores = self._option_scores(toks, last, cache, mask, next_pos, kv)
+            scores, lp = self._option_scores(toks, last, cache, mask, next_pos, kv)
             seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
             k_ids = torch.arange(scores.shape[1], device=self.device).expand_as(scores)
             picks = seeded_pick(scores, temperature, seed_t, STREAM_CHOICE, 0, k_ids)
             picks_l, scores_l = picks.tolist(), scores.tolist()  # the bucket's one transfer to the host
+            lp_l = lp.tolist() if tokens is not None else None
             for b, i in enumerate(bucket):
                 out[i] = (picks_l[b], scores_l[b][:len(toks[b])])
+                if lp_l is not None:
+                    start = sum(len(o) for o in toks[b][:picks_l[b]])
+                    ids = toks[b][picks_l[b]]
+                    tokens[i] = (list(ids), lp_l[b][start:start + len(ids)])
         return out
 
     def score_choices(self, prompts: Sequence[str] | Sequence[list[int]], options: Sequence[Sequence[str]]) -> list[list[float]]:
@@ -293,13 +300,17 @@ class LocalLM:
             lp = torch.cat([lp[:, :1], torch.where(off[:, 1:] > 0, later, lp[:, 1:])], dim=1)
         sums = torch.zeros((n, kmax + 1), dtype=lp.dtype, device=self.device).scatter_add_(1, seg, lp)[:, :kmax]
         scores = sums / counts.to(self.device, lp.dtype)
-        return scores.masked_fill(~exists.to(self.device), float("-inf"))
+        return scores.masked_fill(~exists.to(self.device), float("-inf")), lp
 
     # ----- numbers ------------------------------------------------------------------------------
     @torch.inference_mode()
     def decode_numbers(self, prompts: Sequence[str] | Sequence[list[int]], bounds: Sequence[tuple[int, int]], temperature: float,
-                       seeds: Sequence[int]) -> list[tuple[int, int]]:
-        """(value, tokens decoded) per prompt, each value an integer in its [lo, hi] (0 <= lo <= hi)."""
+                       seeds: Sequence[int], tokens: Optional[list] = None) -> list[tuple[int, int]]:
+        """(value, tokens decoded) per prompt, each value an integer in its [lo, hi] (0 <= lo <= hi).
+
+        With `tokens` (a list as long as the prompts) each entry becomes (token ids, log-probabilities): the
+        digits, then the end-of-turn token when the row stopped on its own, each with its log-probability under
+        the model (unconstrained, at temperature 1: what a trainer's forward pass recomputes)."""
         ids = self.encode(prompts)
         cap = 10**MAX_NUMBER_DIGITS - 1
         results: list[tuple[int, int]] = [(0, 0)] * len(ids)
@@ -310,6 +321,7 @@ class LocalLM:
             seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
             state = NumberState(lo, hi)
             cand_ids = torch.cat([self._digit_index, self._digit_index.new_tensor([-1])]).expand(len(bucket), 11)
+            trail: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (active, token fed or eos, its lp)
             for step in range(state.max_digits + 1):
                 lse = torch.logsumexp(logits, dim=-1, keepdim=True)
                 digit_lp = logits[:, self._digit_index] - lse
@@ -317,6 +329,9 @@ class LocalLM:
                 allowed = torch.cat([state.digit_mask(), state.may_stop()[:, None]], dim=1)
                 scores = torch.cat([digit_lp, stop_lp[:, None]], dim=1).masked_fill(~allowed, float("-inf"))
                 pick = seeded_pick(scores, temperature, seed_t, STREAM_NUMBER, step, cand_ids)
+                if tokens is not None:
+                    tok = torch.where(pick < 10, self._digit_index[pick.clamp(max=9)], self._eos[0])
+                    trail.append((~state.done, tok, (logits.gather(1, tok[:, None]) - lse).squeeze(1)))
                 feed = state.advance(pick, self._digit_index, self.pad_id)
                 if bool(state.done.all()):  # the step's one host synchronisation
                     break
@@ -325,13 +340,19 @@ class LocalLM:
             values, counts = state.value.tolist(), (state.digits + state.stopped.long()).tolist()
             for b, i in enumerate(bucket):
                 results[i] = (values[b], counts[b])
+            if tokens is not None:
+                _collect_tokens(trail, bucket, tokens)
         return results
 
     # ----- text ---------------------------------------------------------------------------------
     @torch.inference_mode()
     def generate(self, prompts: Sequence[str] | Sequence[list[int]], max_tokens: Sequence[int], temperature: float,
-                 seeds: Sequence[int]) -> list[tuple[str, int]]:
-        """(text, tokens generated) per prompt: top-k sampling (greedy at temperature 0)."""
+                 seeds: Sequence[int], tokens: Optional[list] = None) -> list[tuple[str, int]]:
+        """(text, tokens generated) per prompt: top-k sampling (greedy at temperature 0).
+
+        With `tokens` (a list as long as the prompts) each entry becomes (token ids, log-probabilities) of the
+        completion: every token sampled, the end-of-turn token included when the row stopped on it, each with its
+        log-probability under the model (at temperature 1, before top-k)."""
         ids = self.encode(prompts)
         results: list[tuple[str, int]] = [("", 0)] * len(ids)
         for bucket, (logits, cache, mask, pos), kv in self._batches(ids, steps=max((int(m) for m in max_tokens), default=0)):
@@ -341,12 +362,16 @@ class LocalLM:
             out = torch.full((n, max(steps, 1)), self.pad_id, dtype=torch.long, device=self.device)
             length = torch.zeros(n, dtype=torch.long, device=self.device)
             done = limit <= 0
+            trail: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (active, token, its lp)
             for step in range(steps):
                 if temperature <= 0:
                     tok = logits.argmax(dim=-1)
                 else:
                     top_lp, top_ids = logits.topk(min(self.top_k, logits.shape[-1]), dim=-1)
                     tok = top_ids.gather(1, seeded_pick(top_lp, temperature, seed_t, STREAM_TEXT, step, top_ids)[:, None]).squeeze(1)
+                if tokens is not None:
+                    lp = (logits.gather(1, tok[:, None]) - torch.logsumexp(logits, dim=-1, keepdim=True)).squeeze(1)
+                    trail.append((~done, tok, lp))
                 eos = torch.isin(tok, self._eos)
                 emit = ~done & ~eos
                 out[:, step] = torch.where(emit, tok, self.pad_id)
@@ -360,7 +385,24 @@ class LocalLM:
             texts = self.tokenizer.batch_decode([r[:k] for r, k in zip(rows, lens)], skip_special_tokens=True)
             for b, i in enumerate(bucket):
                 results[i] = (texts[b].strip(), lens[b])
+            if tokens is not None:
+                _collect_tokens(trail, bucket, tokens)
         return results
+
+
+def _collect_tokens(trail: Sequence[tuple[Any, Any, Any]], bucket: Sequence[int], tokens: list) -> None:
+    """Each row's (token ids, log-probabilities) from the per-step (active, token, lp) tensors: a row's tokens
+    are those of the steps it was active in (one transfer to the host for the whole bucket)."""
+    if not trail:
+        for i in bucket:
+            tokens[i] = ([], [])
+        return
+    active = torch.stack([a for a, _, _ in trail], 1).tolist()
+    toks = torch.stack([t for _, t, _ in trail], 1).tolist()
+    lps = torch.stack([lp.float() for _, _, lp in trail], 1).tolist()
+    for b, i in enumerate(bucket):
+        keep = [k for k, on in enumerate(active[b]) if on]
+        tokens[i] = ([toks[b][k] for k in keep], [lps[b][k] for k in keep])
 
 
 _SHARED: dict[tuple, LocalLM] = {}
