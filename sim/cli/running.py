@@ -16,6 +16,8 @@ from sim.runner.backends import preflight
 from sim.runner.config import build_spec, parse_sets
 from sim.runner.probing import DEFAULT_SEEDS, ProbeReport, plan_probes, run_probes
 from sim.runner.resume import fork_run, resume_run
+from sim.runner.rollouts import rollout_runs
+from analysis.rollouts import advantages
 from sim.runner.execution import RunResult, execute, horizon
 
 # the flags `run` and `probe` share: how a spec is built and who answers for the LLM
@@ -118,6 +120,36 @@ def fork(
     result = with_progress("fork", as_json, lambda progress: fork_run(store, run_id, at, set_, progress=progress),
                            resume_hint=True)
     _report("fork", result, as_json, db)
+
+
+@app.command()
+def rollouts(
+    run_id: str,
+    at: int = typer.Option(..., "--at", help="the rollouts' branch tick: every one is RUN_ID up to it (0..its committed ticks)"),
+    k: int = typer.Option(8, "-k", "--rollouts", help="how many rollouts (1..1024)"),
+    set_: list[str] = typer.Option([], "--set", help="config field to change after tick AT in every rollout: key=value (repeatable)"),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """A rollout group: K forks of RUN_ID at tick AT that differ only in their decision seeds after it, then each
+    rollout's return after AT and its group-relative advantage (GRPO's (R - mean) / std), per agent and per rollout.
+
+    Made again, the same group is answered from the cache (LLM decisions) and the seeds (scripted ones).
+    """
+    store = open_store(db, create=False)
+    results = with_progress(f"rollouts x{k}", as_json, lambda progress: rollout_runs(store, run_id, at, k, set_,
+                                                                                   progress=progress))
+    report = advantages(store, [r.run_id for r in results], at)
+    if as_json:
+        print(json.dumps(report))
+        return
+    table = Table(title=f"{len(results)} rollouts of {report['parent_id']} from tick {at}")
+    for col in ("rollout", "run", "status", "ticks", "mean return", "advantage"):
+        table.add_column(col)
+    for r, g in zip(results, report["runs"]):
+        table.add_row(str(g["rollout"]), r.run_id, r.status, str(r.ticks), fmt(g["return"]), fmt(g["advantage"]))
+    out.print(table)
+    out.print("per-agent returns and advantages: --json (`agents`), or sim.api.rollouts(...).advantages", soft_wrap=True)
 
 
 def _llm_overrides(model: Optional[str], llm: Optional[str], llm_arg: list[str]) -> dict[str, Any]:

@@ -81,25 +81,33 @@ def _mix64(z: int) -> int:
 class SeedStream:
     """The request seeds of one run: `seed_for(tick, agent_id, phase)` under the run's rng version."""
 
-    __slots__ = ("seed", "version", "_bases")
+    __slots__ = ("seed", "version", "_bases", "rollout")
 
-    def __init__(self, seed: int, version: int = 2) -> None:
+    def __init__(self, seed: int, version: int = 2, rollout: Optional[tuple[int, int]] = None) -> None:
+        """`rollout` = (index, after): a rollout's decisions after tick `after` draw seeds of their own, keyed by the
+        index, and those up to it the run's very seeds (`societas rollouts`: continuations that differ only so)."""
         if version not in RNG_VERSIONS:
             raise ValueError(f"unknown rng version {version!r} (known: {', '.join(map(str, RNG_VERSIONS))})")
         self.seed = seed
         self.version = version
+        self.rollout = rollout
         self._bases: dict[tuple[int, str], int] = {}
+
+    def _salt(self, tick: int) -> tuple[Any, ...]:
+        """What a tick's seeds are derived with beyond (seed, tick, ...): nothing, or a rollout's index after its tick."""
+        r = self.rollout
+        return () if r is None or tick <= r[1] else ("rollout", r[0])
 
     def seed_for(self, tick: int, agent_id: Any, phase: str) -> int:
         """A 63-bit seed for one agent's decision in one phase of one tick."""
         if self.version == 1 or type(agent_id) is not int:
-            return derive_seed(self.seed, tick, agent_id, phase)
+            return derive_seed(self.seed, tick, agent_id, phase, *self._salt(tick))
         key = (tick, phase)
         base = self._bases.get(key)
         if base is None:
             if len(self._bases) > 64:  # only the current tick's phases are ever asked for again
                 self._bases.clear()
-            base = self._bases[key] = derive_seed(self.seed, tick, phase)
+            base = self._bases[key] = derive_seed(self.seed, tick, phase, *self._salt(tick))
         return _mix64((base + (agent_id + 1) * _GOLDEN) & _M64) >> 1
 
     def seeds_for_many(self, tick: int, agent_ids: Sequence[Any], phase: str) -> np.ndarray:

@@ -27,8 +27,9 @@ class LLMSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    provider: Literal["local", "langchain"] = Field(
-        "local", description="local: the embedded (or a local) transformers model; langchain: any LangChain chat model")
+    provider: Literal["local", "langchain", "env"] = Field(
+        "local", description="local: the embedded (or a local) transformers model; langchain: any LangChain chat model; "
+                             "env: a policy outside, through the PettingZoo environment (sim.env; `model` names its episode)")
     model: Optional[str] = Field(None, description="local: a model folder or .gguf file (none: the embedded SmolLM2)")
     cls: Optional[str] = Field(None, description="langchain: the chat model class, module:Class (--llm)")
     args: dict[str, Any] = Field(default_factory=dict, description="langchain: the chat model's constructor arguments (--llm-arg)")
@@ -68,6 +69,9 @@ class RunSpec(BaseModel):
     # the decision contract the run was made under (sim.core.profiles): every spec the platform builds names
     # the current one; a spec that names none (stored before versions existed, or built by hand) is version 1
     contract: Literal[VERSIONS] = 1  # type: ignore[valid-type]
+    # a rollout (`societas rollouts`): (index, tick) = decisions after `tick` draw the seeds of rollout `index`; the
+    # ticks up to it are its parent's. None (every other run) is left out of the digest, so older specs hash as before
+    rollout: Optional[tuple[int, int]] = None
 
     @property
     def profile(self) -> DecisionProfile:
@@ -76,7 +80,9 @@ class RunSpec(BaseModel):
 
     def digest(self) -> str:
         """A short stable hash of the spec (under profiles that predate `contract`, a hash without it)."""
-        exclude = None if self.profile.digest_names_contract else {"contract"}
+        exclude = set() if self.profile.digest_names_contract else {"contract"}
+        if self.rollout is None:
+            exclude.add("rollout")
         text = json.dumps(self.model_dump(mode="json", exclude=exclude), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -20,6 +20,7 @@ from sim.core.backend import Backend
 from sim.core.errors import UsageError
 from sim.core.interrupts import Terminated, shielded, stop_signals
 from sim.core.records import TickRecord
+from sim.core.rng import SeedStream
 from sim.core.spec import RunSpec
 from sim.runner.backends import make_backends
 from sim.runner.config import check_population, validate_config
@@ -99,7 +100,7 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
     plan = plan if plan is not None else FreshRun()
     cls = get_scenario(spec.scenario)
     config = validate_config(cls.Config, spec.config)  # a spec built by hand is checked as a config file is
-    check_population(cls, config, spec.policy)  # strategies that cannot be loaded here: bad input, before any write
+    check_population(cls, config, spec.policy, spec.contract)  # strategies that cannot be loaded here: bad input, before any write
     # built before the run row: a chat model that cannot be imported or built is bad input, not a failed run
     backends = dict(backends) if backends is not None else make_backends(spec, cls, store)
     broker = DecisionBroker(backends)  # refuses a backend that does not implement the protocol: nothing stored
@@ -130,6 +131,8 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
 
             model = cls(plan.first_config(config), seed=spec.seed, broker=broker, policy=spec.policy,
                         on_tick=commit, contract=spec.contract)
+            if spec.rollout is not None:  # a rollout's decisions after its branch tick draw seeds of their own
+                model.seeds = SeedStream(spec.seed, model.profile.rng, tuple(spec.rollout))
             plan.attach(model)
             last = total if stop_after is None else min(total, stop_after)
             while model.running and model.tick < last:
