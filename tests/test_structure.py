@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sim.tick",),
     ("scenarios",),
     ("sim.runner",),
-    ("analysis",),
+    ("analysis", "sim.env"),
     # the faces: the public API (`import sim`, and the modules scenario files import), the CLI, the conformance kit
     ("sim", "sim.api", "sim.cli", "sim.testing", "sim.model", "sim.spaces", "sim.errors", "sim.contracts"),
     ("app_pages",),
