@@ -184,18 +184,24 @@ def test_step_columns_give_the_records_and_the_rows_the_store_wrote_before():
     ids = [1, 2, 3, 4, 5]
     cols = StepColumns(ids, ["scripted"] * 4 + ["llm"], [1.0, -0.0, 0.0, float("nan"), 2.0], [1.0, 0.0, 0.0, 0.0, 2.0],
                        [("harvest", {1: 0.0, 2: -0.0, 3: 0.0, 5: float("inf")})], {2: "harvest: invalid"},
-                       {5: {"items": [1, 2]}})
+                       {5: {"items": [1, 2]}},
+                       [{"payoff": 1.0}, {"payoff": -0.0}, {"payoff": 0.0, "envy": 0.5}, {"payoff": 0.0, "envy": 0.5}, None])
     records = list(cols)
-    assert records[1] == AgentStepRecord(2, {"harvest": -0.0}, -0.0, 0.0, True, "scripted", "harvest: invalid", None)
+    assert records[1] == AgentStepRecord(2, {"harvest": -0.0}, -0.0, 0.0, True, "scripted", "harvest: invalid", None,
+                                         {"payoff": -0.0})
     assert records[3].action == {} and records[4].memory == {"items": [1, 2]}
     old = [("r", 7, st.agent_id, st.backend, dumps(st.action), st.payoff, st.reward, st.fallback, st.reason,
-            None if st.memory is None else dumps(st.memory)) for st in records]
+            None if st.memory is None else dumps(st.memory), None if st.components is None else dumps(st.components))
+           for st in records]
     rows = cols.rows(("r", 7), dumps)
     assert [r[:4] + r[5:] for r in rows] == [r[:4] + r[5:] for r in old]
     assert [r[4] for r in rows] == [r[4] for r in old] == ['{"harvest":0.0}', '{"harvest":-0.0}', '{"harvest":0.0}', "{}",
                                                           '{"harvest":null}']
+    assert [r[-1] for r in rows] == ['{"payoff":1.0}', '{"payoff":-0.0}', '{"payoff":0.0,"envy":0.5}',
+                                     '{"payoff":0.0,"envy":0.5}', None]  # each distinct vector once, -0.0 kept apart
+    assert rows[2][-1] is rows[3][-1]
     two = StepColumns([1], ["scripted"], [1.0], [1.0], [("talk", {1: "hi"}), ("harvest", {1: 2.0})], {}, {})
-    assert two.rows((), dumps) == [(1, "scripted", '{"talk":"hi","harvest":2.0}', 1.0, 1.0, False, None, None)]
+    assert two.rows((), dumps) == [(1, "scripted", '{"talk":"hi","harvest":2.0}', 1.0, 1.0, False, None, None, None)]
 
 
 def test_gini_in_numpy_is_the_same_float_as_in_python():
