@@ -9,6 +9,7 @@ A page asks for generated content with a marker on a line of its own:
     <!-- gen: llm -->             the llm.* keys (sim.core.spec.LLMSpec)
     <!-- gen: cli -->             every `societas` command: usage, help and options (walked from the typer app)
     <!-- gen: prompt NAME -->     the scenario's representative LLM prompt (its first probe's request), as a run sends it
+    <!-- gen: components NAME --> its reward components (its own and the common ones)
 
 Nothing generated is committed, so nothing can go stale. A registered scenario without a
 hand-written page (docs/scenarios/NAME.md) gets a generated one with its description, config
@@ -97,6 +98,17 @@ def gen_metrics(name: str, page: str = "") -> str:
             rows += [f"| `{k}` | {_cell(base[k])} (every scenario) |" for k in shared]
         parts.append("\n".join(rows))
     return "\n\n".join(parts)
+
+
+def gen_components(name: str, page: str = "") -> str:
+    """The scenario's reward components (its own, then the common ones): what `reward_weights` may weigh."""
+    from sim.reward.components import COMMON_COMPONENTS
+
+    cls = _scenario(name)
+    rows = ["| component | what it is |", "| --- | --- |"]
+    rows += [f"| `{k}` | {_cell(v)} |" for k, v in cls.component_docs.items()]
+    rows += [f"| `{k}` | {_cell(v)} (every scenario) |" for k, v in COMMON_COMPONENTS.items()]
+    return "\n".join(rows)
 
 
 def gen_configs(name: str, page: str = "") -> str:
@@ -258,7 +270,7 @@ def _contract() -> int:
 
 
 GENERATORS = {"config": gen_config, "configs": gen_configs, "metrics": gen_metrics, "scenarios": gen_scenarios, "llm": gen_llm,
-              "cli": gen_cli, "prompt": gen_prompt}
+              "cli": gen_cli, "prompt": gen_prompt, "components": gen_components}
 
 
 def render(markdown: str, where: str = "") -> str:

@@ -35,15 +35,19 @@ def test_a_tick_is_all_or_nothing(store, monkeypatch):
     from sim.runner.execution import RunFailed
 
     real = store_mod.dumps
-    calls = {"n": 0}
+    calls = {"n": 0, "limit": 10**9}
 
     def boom(value):
         calls["n"] += 1
-        if calls["n"] > 7:  # tick 1 encodes 5 agent steps; fail midway through tick 2's, after its tick row went in
+        if calls["n"] > calls["limit"]:
             raise RuntimeError("disk on fire")
         return real(value)
 
     monkeypatch.setattr(store_mod, "dumps", boom)
+    execute(build_spec("commons", ticks=1, sets=["sanctions=true"]), store)  # how many encodings tick 1 makes
+    first = calls["n"]
+    store.delete_run(store.list_runs()[0].id)
+    calls.update(n=0, limit=first + 2)  # fail midway through tick 2's agent steps, after its tick row went in
     with pytest.raises(RunFailed, match="disk on fire"):
         execute(build_spec("commons", ticks=5, sets=["sanctions=true"]), store)
     run = store.list_runs()[0]

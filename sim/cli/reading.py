@@ -20,6 +20,7 @@ from analysis.summary import run_row, run_summary, tick_messages
 from scenarios.registry import REGISTRY, get_scenario
 from sim.cli.app import DbOption, JsonOption, app, fail, fit_widths, fmt, open_store, out, reference_table
 from sim.core.fields import describe_fields
+from sim.reward.components import COMMON_COMPONENTS
 from sim.core.spec import LLMSpec
 from sim.store.schema import absolute_url, default_url
 from sim.runner.replay import replay_run
@@ -263,7 +264,8 @@ def scenarios(
         docs = cls.metric_docs()
         data.append({"name": name, "description": cls.description, "horizon": cls.horizon_field,
                      "strategies": sorted(cls.strategies), "fields": field_rows(cls.Config),
-                     "tick_metrics": docs["tick"], "final_metrics": docs["final"]})
+                     "tick_metrics": docs["tick"], "final_metrics": docs["final"],
+                     "reward_components": {**cls.component_docs, **COMMON_COMPONENTS}})
     llm_fields = [{**f, "name": f"llm.{f['name']}"} for f in field_rows(LLMSpec)]
     if as_json:
         print(json.dumps([dict(s, llm_fields=llm_fields) for s in data], default=str))
@@ -275,7 +277,8 @@ def scenarios(
         for f in s["fields"]:
             table.add_row(f["name"], f["type"], str(f["default"]), f["bounds"], f["help"])
         out.print(table)
-        for kind, title in (("final_metrics", "final metrics (whole run: `run --json`, `show`)"), ("tick_metrics", "per-tick metrics (the ticks table)")):
+        for kind, title in (("final_metrics", "final metrics (whole run: `run --json`, `show`)"), ("tick_metrics", "per-tick metrics (the ticks table)"),
+                            ("reward_components", "reward components (what reward_weights weighs; stored with every agent step)")):
             t = Table(title=f"{s['name']}: {title}")
             t.add_column("metric")
             t.add_column("meaning", overflow="fold")

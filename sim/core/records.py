@@ -78,7 +78,8 @@ class StepColumns(Sequence[AgentStepRecord]):
         one-phase tick encodes each distinct action once, and every tick each distinct reward vector once."""
         vectors = self._encoded_components(encode)
         if len(self.actions) != 1:
-            return [st.row(prefix, encode)[:-1] + (vec,) for st, vec in zip(self, vectors)]
+            return [prefix + (st.agent_id, st.backend, encode(st.action), st.payoff, st.reward, st.fallback, st.reason,
+                              None if st.memory is None else encode(st.memory), vec) for st, vec in zip(self, vectors)]
         phase, chosen = self.actions[0]
         reasons, memories = self.reasons, self.memories
         encoded: dict[Any, str] = {}

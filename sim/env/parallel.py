@@ -66,16 +66,17 @@ class SocietyEnv(ParallelEnv):
     metadata = {"name": "societas_v0", "render_modes": ["ansi"], "is_parallelizable": False}
 
     def __init__(self, scenario: Union[str, type], *, config: Optional[str] = None, sets: Sequence[str] = (),
-                 seed: int = 0, db: Union[str, Store, None] = None, name: str = "env",
+                 seed: int = 0, policy: Optional[str] = None, db: Union[str, Store, None] = None, name: str = "env",
                  render_mode: Optional[str] = None, **fields: Any) -> None:
         """`scenario` with a config file, `--set`-style pairs and `fields` as `societas run` takes them; the agents whose
         policy is `llm` (every agent when no population says otherwise) are the env's. Episodes are stored in `db`
-        (a URL, a SQLite file, a Store; default `runs.db`); `name` labels the policy in each episode's model id."""
+        (a URL, a SQLite file, a Store; default `runs.db`); `name` labels the policy in each episode's model id.
+        `policy` is the run's policy (default: llm, so every agent without a group policy is focal)."""
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise UsageError(f"bad value for 'render_mode': {render_mode!r}; valid: ansi")
         self.render_mode = render_mode
         base = build_spec(scenario, config_file=config, sets=sets, seed=seed, overrides=fields or None,
-                          policy=None if config or sets or fields.get("population") else "llm")
+                          policy=policy or "llm")
         if "llm" not in base.policies():
             raise UsageError("the environment has no focal agents: give some agents policy llm (--policy llm, or a "
                              "population group with policy: llm); the others are its background population")
