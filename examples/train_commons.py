@@ -1,0 +1,303 @@
+"""Train an LLM fisher against the reward layer: group-relative policy gradient with LoRA, on a CPU.
+
+The focal fisher is the embedded SmolLM2-135M; four scripted co-players fish the sustainable share
+(`sustainable`). Every training episode is a run of the platform's fishery through its PettingZoo
+environment (`sim.env`): the env renders the very prompt an LLM fisher is sent, the reward is the
+reward layer's (private: the fisher's own catch), and every episode is stored (`out/train.db`).
+
+Method (a plain torch loop, not TRL's GRPOTrainer: the action is a number decoded under the
+platform's constraint, and the episode is driven by the env, neither of which TRL's rollout
+function fits without a wrapper as long as this loop):
+- each iteration runs G episodes from the same seed in lockstep (a group); at each month the
+  policy samples the focal catch exactly as the platform's engine does (digits that keep the value
+  in range, stopping once it is; temperature 0.7; `agents.llm.local.numbers`);
+- the group-relative advantage of an episode is (R - mean R) / (std R + eps) over its group (GRPO);
+  every decision of the episode takes it (outcome supervision);
+- the loss is -A x log pi(decision), pi the constrained sampling distribution itself (exact on-policy
+  gradient); LoRA adapters (rank 8, q/k/v/o) are the only weights trained; the prompt but its last
+  token is forwarded once without gradients (its keys and values cached), so gradients flow only
+  through the answer tokens.
+- Before and after, the fisher is evaluated *through the platform* (`sim.api.run` with the model
+  directory as `--model`) on held-out seeds: return, survival, gain, with 95% intervals; and the
+  fishery's validity probe (does the catch respond to the stock?) on both.
+
+    python examples/train_commons.py            # the default study (~20 minutes on 2 cores)
+    python examples/train_commons.py --small    # a few iterations (the tests)
+
+Output in --out (default examples/out/train_commons/): `model/` (the merged weights: `--model
+examples/out/train_commons/model`), `history.csv` (per iteration: mean return, loss, catches),
+`evaluation.csv` and `summary.json` (before/after with intervals).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if (HERE.parent / "sim" / "api.py").is_file():  # run from a checkout: use its code, installed or not
+    sys.path.insert(0, str(HERE.parent))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import sim  # noqa: E402
+from agents.llm.local.ids import resolve_model  # noqa: E402
+from agents.llm.local.numbers import NumberState  # noqa: E402
+from sim.env import parallel_env  # noqa: E402
+from sim.store.store import Store  # noqa: E402
+from sim.reward.intervals import mean_interval  # noqa: E402
+
+TEMPERATURE = 0.7
+FOCAL = "agent_1"
+
+
+def population(months: int) -> dict:
+    return {"months": months, "fishers": 5,
+            "population": [{"count": 1, "policy": "llm"}, {"count": 4, "policy": "scripted", "strategy": "sustainable"}]}
+
+
+def load_policy(rank: int):
+    """The embedded model in fp32 with LoRA adapters on its attention projections; (model, tokenizer)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    directory, gguf, _ = resolve_model(None)
+    tok = AutoTokenizer.from_pretrained(directory, gguf_file=gguf)
+    base = AutoModelForCausalLM.from_pretrained(directory, gguf_file=gguf, dtype=torch.float32)
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
+                        target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+    return get_peft_model(base, config), tok
+
+
+def encode(tok, messages) -> list[int]:
+    """The prompt's ids as the platform's engine forms them (chat template, no added special tokens)."""
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return list(tok(text, add_special_tokens=False)["input_ids"])
+
+
+class Sampler:
+    """Constrained number decoding as the engine's (`LocalLM.decode_numbers`), on a model with adapters."""
+
+    def __init__(self, model, tok) -> None:
+        self.model, self.tok = model, tok
+        self.digits = torch.tensor([tok.convert_tokens_to_ids(str(d)) for d in range(10)])
+        self.pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+    def _left_pad(self, rows: list[list[int]]):
+        width = max(len(r) for r in rows)
+        ids = torch.tensor([[self.pad] * (width - len(r)) + r for r in rows])
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+        return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+    def _scores(self, logits: torch.Tensor, state: NumberState) -> tuple[torch.Tensor, torch.Tensor]:
+        """[B, 11] log-scores of the ten digits and stopping (masked where not allowed), and the mask."""
+        lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+        digit_lp = logits[:, self.digits] - lse
+        stop_lp = torch.log1p(-digit_lp.exp().sum(-1).clamp(max=1 - 1e-7))
+        allowed = torch.cat([state.digit_mask(), state.may_stop()[:, None]], dim=1)
+        return torch.cat([digit_lp, stop_lp[:, None]], dim=1).masked_fill(~allowed, float("-inf")), allowed
+
+    @torch.no_grad()
+    def sample(self, prompts: list[list[int]], bounds: list[tuple[int, int]], gen: torch.Generator):
+        """Per prompt: (value, the picks 0-9 digit / 10 stop, the allowed masks at each pick)."""
+        ids, mask, pos = self._left_pad(prompts)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+        cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+        state = NumberState(torch.tensor([b[0] for b in bounds]), torch.tensor([b[1] for b in bounds]))
+        picks, masks, active = [], [], []
+        next_pos = pos[:, -1] + 1
+        for _ in range(state.max_digits + 1):
+            scores, allowed = self._scores(logits, state)
+            gumbel = -torch.log(-torch.log(torch.rand(scores.shape, generator=gen).clamp(1e-12, 1 - 1e-12)))
+            pick = (scores / TEMPERATURE + gumbel).argmax(-1)
+            active.append(~state.done)
+            picks.append(pick)
+            masks.append(allowed)
+            feed = state.advance(pick, self.digits, self.pad)
+            if bool(state.done.all()):
+                break
+            mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype)], dim=1)
+            out = self.model(input_ids=feed[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+                             past_key_values=cache, use_cache=True)
+            cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+            next_pos = next_pos + 1
+        result = []
+        for b in range(len(prompts)):
+            steps = [k for k in range(len(picks)) if bool(active[k][b])]
+            result.append((int(state.value[b]), [int(picks[k][b]) for k in steps], [masks[k][b] for k in steps]))
+        return result
+
+    def log_probs(self, prompts: list[list[int]], picks: list[list[int]], masks: list[list[torch.Tensor]]) -> torch.Tensor:
+        """log pi(decision) per row, with gradients through the answer tokens only (the prompt but its last token
+        forwarded once without gradients)."""
+        ids, mask, pos = self._left_pad([p[:-1] for p in prompts])
+        with torch.no_grad():
+            cache = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True).past_key_values
+        steps = max(len(p) for p in picks)
+        feed = torch.full((len(prompts), steps), self.pad)
+        for b, (p, chosen) in enumerate(zip(prompts, picks)):
+            feed[b, 0] = p[-1]
+            for k, c in enumerate(chosen[:-1]):
+                feed[b, k + 1] = int(self.digits[c]) if c < 10 else self.pad
+        full = torch.cat([mask, torch.ones((len(prompts), steps), dtype=mask.dtype)], dim=1)
+        new_pos = pos[:, -1:] + 1 + torch.arange(steps)[None]
+        logits = self.model(input_ids=feed, attention_mask=full, position_ids=new_pos, past_key_values=cache).logits.float()
+        lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+        digit_lp = logits[:, :, self.digits] - lse
+        stop_lp = torch.log1p(-digit_lp.exp().sum(-1).clamp(max=1 - 1e-7))
+        scores = torch.cat([digit_lp, stop_lp[..., None]], dim=-1) / TEMPERATURE  # [B, steps, 11]
+        total = []
+        for b, (chosen, allowed) in enumerate(zip(picks, masks)):
+            lp = 0.0
+            for k, (c, ok) in enumerate(zip(chosen, allowed)):
+                lp = lp + torch.log_softmax(scores[b, k].masked_fill(~ok, float("-inf")), -1)[c]
+            total.append(lp)
+        return torch.stack(total)
+
+
+def episodes(sampler: Sampler, tok, seed: int, group: int, months: int, db: str, gen: torch.Generator):
+    """`group` episodes from `seed` in lockstep; per episode (return, [(prompt ids, picks, masks)], catches)."""
+    envs = [parallel_env("commons", db=db, name="train", **population(months)) for _ in range(group)]
+    obs = [env.reset(seed=seed)[0] for env in envs]
+    returns = [0.0] * group
+    decisions: list[list[tuple]] = [[] for _ in range(group)]
+    catches: list[list[int]] = [[] for _ in range(group)]
+    live = [i for i in range(group) if envs[i].agents]
+    while live:
+        ready = [i for i in live if obs[i][FOCAL]["phase"] is not None]
+        prompts = [encode(tok, obs[i][FOCAL]["messages"]) for i in ready]
+        spaces = [obs[i][FOCAL]["request"]["space"] for i in ready]
+        bounds = [(max(0, math.ceil(s.lo)), max(0, math.floor(s.hi))) for s in spaces]
+        got = sampler.sample(prompts, bounds, gen) if ready else []
+        action = {i: float(v) for i, (v, _, _) in zip(ready, got)}
+        for i, p, (v, picks, masks) in zip(ready, prompts, got):
+            decisions[i].append((p, picks, masks))
+            catches[i].append(v)
+        for i in live:
+            obs[i], rew, term, trunc, _ = envs[i].step({FOCAL: action.get(i)} if envs[i].agents else {})
+            returns[i] += rew.get(FOCAL, 0.0)
+        live = [i for i in live if envs[i].agents]
+    for env in envs:
+        env.close()
+    return list(zip(returns, decisions, catches))
+
+
+def evaluate(model_dir: str | None, seeds: list[int], months: int, db: str) -> dict:
+    """The focal fisher played by the platform's engine with `model_dir` (None: the embedded model), per held-out seed."""
+    llm = {"temperature": TEMPERATURE, "dtype": "fp32"} | ({"model": model_dir} if model_dir else {})
+    rows = []
+    for s in seeds:
+        r = sim.run("commons", db=db, seed=s, llm=llm, **population(months))
+        steps = r.steps
+        mine = steps[steps.agent_id == 1]
+        rows.append({"seed": s, "return": float(mine.reward.sum()), "survived": r.status == "finished",
+                     "months": r.ticks, "focal_catch": float(mine.payoff.mean())})
+    probe = sim.probe("commons", db=db, probes=["catch_by_stock"], seeds=10, llm=llm)
+    out = {"rows": rows}
+    for key in ("return", "focal_catch"):
+        ci = mean_interval([r[key] for r in rows])
+        out[key] = {"mean": ci["mean"], "ci95": [ci["lo"], ci["hi"]]}
+    ci = mean_interval([float(r["survived"]) for r in rows], rate=True)
+    out["survival"] = {"mean": ci["mean"], "ci95": [ci["lo"], ci["hi"]]}
+    out["probe_catch_by_stock"] = probe.to_json()["probes"]
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    p.add_argument("--small", action="store_true", help="2 iterations of 4 episodes of 3 months, 3 held-out seeds (the tests)")
+    p.add_argument("--iterations", type=int, default=None, help="policy-gradient steps (default 24; --small 2)")
+    p.add_argument("--group", type=int, default=None, help="episodes per group (default 8; --small 4)")
+    p.add_argument("--months", type=int, default=None, help="months per episode (default 4; --small 3)")
+    p.add_argument("--eval-seeds", type=int, default=None, help="held-out seeds before and after (default 20; --small 3)")
+    p.add_argument("--lr", type=float, default=5e-4, help="AdamW learning rate of the adapters")
+    p.add_argument("--rank", type=int, default=8, help="LoRA rank")
+    p.add_argument("--seed", type=int, default=0, help="seed of the training (episode seeds, sampling noise)")
+    p.add_argument("--out", type=Path, default=HERE / "out" / "train_commons", help="output folder")
+    a = p.parse_args()
+    iterations = a.iterations or (2 if a.small else 24)
+    group, months = a.group or (4 if a.small else 8), a.months or (3 if a.small else 4)
+    n_eval = a.eval_seeds or (3 if a.small else 20)
+    for name, v in (("iterations", iterations), ("group", group), ("months", months), ("eval-seeds", n_eval)):
+        if v < 1 or (name == "group" and v < 2):
+            p.error(f"--{name} must be at least {2 if name == 'group' else 1}")
+    a.out.mkdir(parents=True, exist_ok=True)
+    train_db = Store(f"sqlite:///{(a.out / 'train.db').resolve()}")  # one store each, opened once
+    eval_db = Store(f"sqlite:///{(a.out / 'eval.db').resolve()}")
+    held_out = list(range(100_000, 100_000 + n_eval))  # training seeds are below 100,000
+    torch.manual_seed(a.seed)
+    started = time.time()
+
+    print(f"evaluating the embedded model on {n_eval} held-out seeds ...", file=sys.stderr)
+    before = evaluate(None, held_out, months, eval_db)
+
+    model, tok = load_policy(a.rank)
+    sampler = Sampler(model, tok)
+    params = [q for q in model.parameters() if q.requires_grad]
+    opt = torch.optim.AdamW(params, lr=a.lr)
+    gen = torch.Generator().manual_seed(a.seed)
+    history = []
+    for it in range(iterations):
+        t0 = time.time()
+        model.eval()
+        got = episodes(sampler, tok, seed=a.seed * 10_000 + it, group=group, months=months, db=train_db, gen=gen)
+        t_play = time.time() - t0
+        returns = np.array([r for r, _, _ in got])
+        adv = (returns - returns.mean()) / (returns.std() + 1e-8)
+        rows = [(p_, picks, masks, float(adv[e])) for e, (_, decisions, _) in enumerate(got)
+                for p_, picks, masks in decisions]
+        loss_value = 0.0
+        if returns.std() > 0 and rows:
+            model.train()
+            opt.zero_grad()
+            lp = sampler.log_probs([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+            loss = -(torch.tensor([r[3] for r in rows]) * lp).mean()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            loss_value = float(loss.detach())
+        catches = [c for _, _, cs in got for c in cs]
+        history.append({"iteration": it, "mean_return": float(returns.mean()), "std_return": float(returns.std()),
+                        "mean_catch": float(np.mean(catches)) if catches else 0.0, "loss": loss_value,
+                        "seconds": time.time() - t0, "play_seconds": t_play})
+        print(f"iteration {it + 1}/{iterations}: return {returns.mean():.2f} +- {returns.std():.2f}, "
+              f"catch {history[-1]['mean_catch']:.1f}, loss {loss_value:.3f}, {time.time() - t0:.1f}s ({t_play:.1f}s playing)",
+              file=sys.stderr)
+
+    model_dir = a.out / "model"
+    merged = model.merge_and_unload()
+    # loaded from the GGUF file (de-quantised to fp32), the model still says it is quantised, and transformers
+    # refuses to save it: it is a plain fp32 model now, and is saved as one
+    merged.hf_quantizer = None
+    if hasattr(merged.config, "quantization_config"):
+        del merged.config.quantization_config
+    merged.save_pretrained(model_dir, safe_serialization=True)
+    tok.save_pretrained(model_dir)
+    print(f"saved the trained model to {model_dir} (use it with --model {model_dir})", file=sys.stderr)
+    after = evaluate(str(model_dir), held_out, months, eval_db)
+
+    import pandas as pd
+
+    pd.DataFrame(history).to_csv(a.out / "history.csv", index=False)
+    pd.DataFrame([{"model": "before", **r} for r in before["rows"]] + [{"model": "after", **r} for r in after["rows"]]) \
+        .to_csv(a.out / "evaluation.csv", index=False)
+    summary = {"iterations": iterations, "group": group, "months": months, "held_out_seeds": held_out,
+               "minutes": (time.time() - started) / 60, "training_steps_per_minute":
+                   iterations / max(1e-9, sum(h["seconds"] for h in history) / 60),
+               "before": {k: v for k, v in before.items() if k != "rows"},
+               "after": {k: v for k, v in after.items() if k != "rows"}}
+    (a.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    for k in ("return", "focal_catch", "survival"):
+        b, f = summary["before"][k], summary["after"][k]
+        print(f"{k}: before {b['mean']:.2f} {b['ci95']}  after {f['mean']:.2f} {f['ci95']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Rewards you can learn from: reward components and weights, the PettingZoo environment, rollout groups,
+trajectories with token log-probabilities, and the training study."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from analysis.rollouts import advantages
+from conftest import cli, cli_json
+from scenarios.registry import REGISTRY
+from sim.core.spaces import Number, space_key
+from sim.env import parallel_env
+from sim.reward.components import COMMON_COMPONENTS, inequity, weigh
+from sim.reward.rewards import compute_rewards
+from sim.runner.rollouts import rollout_runs
+from sim.store.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ----- components and weights ---------------------------------------------------------------------------------------
+def test_inequity_is_fehr_schmidt_against_the_brute_force_sums():
+    rng = random.Random(2)
+    for n in (1, 2, 5, 40):
+        pays = {i: float(rng.choice([0, 1, 3, 3, 7.5, -2])) for i in range(n)}
+        envy, guilt = inequity(pays)
+        for i, x in pays.items():
+            others = [y for j, y in pays.items() if j != i]
+            want_envy = sum(max(y - x, 0) for y in others) / max(1, n - 1)
+            want_guilt = sum(max(x - y, 0) for y in others) / max(1, n - 1)
+            assert envy[i] == pytest.approx(want_envy, abs=1e-12) and guilt[i] == pytest.approx(want_guilt, abs=1e-12)
+
+
+def test_default_weights_give_the_payoff_bit_for_bit():
+    comps = {"payoff": {1: 0.1 + 0.2, 2: -0.0, 3: 5.0}, "envy": {1: 3.0}}
+    assert weigh(comps, {"payoff": 1.0}, [1, 2, 3]) == {1: 0.1 + 0.2, 2: 0.0, 3: 5.0}
+
+
+def _stored(store: Store, run_id: str):
+    return [(s.tick, s.agent_id, s.reward, s.payoff, s.components) for s in store.steps(run_id)]
+
+
+def test_stored_reward_is_the_weighted_components_under_the_mode(db_url):
+    weights = {"payoff": 1.0, "envy": -0.5, "guilt": -0.25, "norm_broken": -2.0, "stock_change": 0.01}
+    got = cli_json("run", "commons", "--set", "sanctions=true", "--set", "reward_mode=integrated", "--set", "lam=0.5",
+                   "--set", f"reward_weights={json.dumps(weights)}", "--set",
+                   "population=[{count: 3, strategy: sustainable}, {count: 2, strategy: greedy}]", db=db_url)
+    store = Store(db_url)
+    rows = _stored(store, got["run_id"])
+    assert rows and all(c is not None and "payoff" in c for *_, c in rows)
+    assert any(c.get("envy") for *_, c in rows) and any(c.get("norm_broken") for *_, c in rows)
+    for tick in sorted({r[0] for r in rows}):
+        at = [r for r in rows if r[0] == tick]
+        base = {aid: sum(w * c.get(name, 0.0) for name, w in weights.items()) for _, aid, _, _, c in at}
+        want = compute_rewards(base, "integrated", 0.5)
+        for _, aid, reward, payoff, c in at:
+            assert reward == pytest.approx(want[aid], abs=1e-9)
+            assert c["payoff"] == payoff
+    # and under the default weights the reward is the payoff
+    plain = cli_json("run", "commons", "--set", "strategy=random", db=db_url)
+    assert all(reward == payoff for _, _, reward, payoff, _ in _stored(store, plain["run_id"]))
+
+
+@pytest.mark.parametrize("value, says", [
+    ('{payoff: 1, bogus: 2}', "'bogus' is not a reward component of commons; valid: catch, envy"),
+    ('{payoff: .inf}', "reward_weights"),
+    ('[1, 2]', "reward_weights"),
+])
+def test_bad_weights_are_refused_before_anything_is_stored(db_url, tmp_path, value, says):
+    proc = cli("run", "commons", "--set", f"reward_weights={value}", db=db_url)
+    assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs.db").exists() or Store(db_url).count_runs() == 0
+
+
+def test_every_scenario_documents_its_own_components_apart_from_the_common_ones():
+    for name, cls in REGISTRY.items():
+        assert not set(cls.component_docs) & set(COMMON_COMPONENTS), name
+    assert {"catch", "stock_change"} <= set(REGISTRY["commons"].component_docs)
+    assert {"upvotes", "downvotes", "replies"} <= set(REGISTRY["social"].component_docs)
+
+
+def test_a_space_key_does_not_depend_on_what_the_process_saw_before():
+    assert space_key(Number(0, 100.0, 1)) == '{"hi": 100.0, "lo": 0, "step": 1, "type": "number"}'
+    assert space_key(Number(0, 100, 1)) == '{"hi": 100, "lo": 0, "step": 1, "type": "number"}'
+
+
+# ----- the PettingZoo environment -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("scenario", sorted(REGISTRY))
+def test_parallel_api_test_passes_and_a_random_episode_replays(scenario, db_url):
+    from pettingzoo.test import parallel_api_test
+
+    env = parallel_env(scenario, db=db_url, seed=1)
+    assert env.possible_agents
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the api test warns where an agent misses a key: that is a failure here
+        parallel_api_test(env, num_cycles=5000)
+    assert env.result is not None and env.result.status in ("finished", "collapsed")
+    # the last episode is a stored run, replayed exactly in a fresh process (the cache answers the env's decisions)
+    got = cli_json("replay", env.result.run_id, db=db_url)
+    assert got["matched"] and got["ticks"] == env.result.ticks
+
+
+def test_env_observations_rewards_and_bad_actions(db_url):
+    env = parallel_env("commons", db=db_url, seed=3, months=3,
+                       population=[{"count": 2, "policy": "llm"}, {"count": 3, "policy": "scripted", "strategy": "fixed"}])
+    assert env.possible_agents == ["agent_1", "agent_2"]
+    obs, infos = env.reset(seed=5)
+    o = obs["agent_1"]
+    assert o["phase"] == "harvest" and o["request"]["spec"]["type"] == "number" and "fisher 1" in o["prompt"]
+    assert o["messages"][-1]["role"] == "user" and env.action_space("agent_1").contains(3.0)
+    assert not env.action_space("agent_1").contains(10_000.0)
+    obs, rew, term, trunc, info = env.step({"agent_1": 4.0, "agent_2": "many fish"})  # agent 2: outside the space
+    assert rew == {"agent_1": 4.0, "agent_2": 0.0}  # private reward = own catch; the default (0) for agent 2
+    assert info["agent_1"]["reward_vector"]["catch"] == 4.0
+    store = Store(db_url)
+    steps = {s.agent_id: s for s in store.steps(env.run_id) if s.tick == 1}
+    assert steps[2].fallback and "outside the space" in steps[2].reason
+    while env.agents:
+        obs, rew, term, trunc, info = env.step({a: 1.0 for a in env.agents})
+    assert all(trunc.values()) and not any(term.values()) and store.get_run(env.run_id).status == "finished"
+    env.reset(seed=6)
+    first = env.run_id
+    env.reset(seed=7)  # an episode left unfinished is stored as failed, its ticks kept
+    assert store.get_run(first).status == "failed"
+    env.close()
+
+
+def test_env_without_focal_agents_is_refused():
+    from sim.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="no focal agents"):
+        parallel_env("commons", sets=["strategy=fixed"], policy="scripted")
+
+
+# ----- rollout groups -----------------------------------------------------------------------------------------------
+def test_rollouts_share_the_parent_up_to_the_branch_and_their_advantages_sum_to_zero(db_url):
+    parent = cli_json("run", "commons", "--set", "strategy=random", "--seed", "4", db=db_url)["run_id"]
+    store = Store(db_url)
+    results = rollout_runs(store, parent, 3, 8)
+    assert len(results) == 8 and len({r.run_id for r in results}) == 8
+    mine = store.tick_snapshots(parent)
+    later = set()
+    for r in results:
+        snaps = store.tick_snapshots(r.run_id)
+        assert all(snaps[t] == mine[t] for t in (1, 2, 3))
+        later.add(json.dumps([snaps[t].steps for t in sorted(snaps) if t > 3], sort_keys=True))
+    assert len(later) > 1  # the decision seeds after the branch differ
+    report = advantages(store, [r.run_id for r in results], 3)
+    assert sum(g["advantage"] for g in report["runs"]) == pytest.approx(0.0, abs=1e-9)
+    for aid in {a["agent_id"] for a in report["agents"]}:
+        assert sum(a["advantage"] for a in report["agents"] if a["agent_id"] == aid) == pytest.approx(0.0, abs=1e-9)
+    # a rollout replays exactly, and the CLI makes and reports a group
+    assert cli_json("replay", results[2].run_id, db=db_url)["matched"]
+    got = cli_json("rollouts", parent, "--at", "3", "-k", "2", db=db_url)
+    assert len(got["runs"]) == 2 and got["after"] == 3
+
+
+@pytest.mark.parametrize("args, says", [(["-k", "0"], "'-k'"), (["--at", "99"], "'--at'")])
+def test_bad_rollouts_are_refused(db_url, args, says):
+    parent = cli_json("run", "commons", "--set", "strategy=random", db=db_url)["run_id"]
+    base = ["rollouts", parent] + (["--at", "3"] if "--at" not in args else [])
+    proc = cli(*base, *args, db=db_url)
+    assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
+    assert Store(db_url).count_runs() == 1
+
+
+# ----- trajectories (the real embedded model) ------------------------------------------------------------------------
+@pytest.mark.slow
+def test_trajectories_load_with_datasets_and_their_logprobs_recompute(db_url, tmp_path):
+    import datasets
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agents.llm.local.ids import resolve_model
+
+    weights = {"payoff": 1.0, "envy": -0.3, "stock_change": 0.05}
+    run = cli_json("run", "commons", "--policy", "llm", "--ticks", "2", "--seed", "3", "--set", "talk=true",
+                   "--set", "llm.dtype=fp32", "--set", "reward_mode=integrated", "--set", "lam=0.4",
+                   "--set", f"reward_weights={json.dumps(weights)}", db=db_url)
+    out = tmp_path / "traj"
+    proc = cli("export", run["run_id"], "--format", "trajectories", "--out", str(out), db=db_url)
+    assert proc.returncode == 0, proc.stderr
+    data = datasets.load_dataset("parquet", data_files=str(out / "trajectories.parquet"))["train"]
+    assert len(data) == 20 and set(data["phase"]) == {"talk", "harvest"}  # 5 fishers x 2 months x 2 phases
+    lines = (out / "trajectories.jsonl").read_text().splitlines()
+    assert [json.loads(x)["completion_ids"] for x in lines] == data["completion_ids"]
+    directory, gguf, _ = resolve_model(None)
+    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=gguf, dtype=torch.float32).eval()
+    worst = 0.0
+    for row in data:
+        assert row["completion_ids"] and len(row["completion_ids"]) == len(row["logprobs"])
+        ids = row["prompt_ids"] + row["completion_ids"]
+        with torch.no_grad():
+            lp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1)
+        n = len(row["prompt_ids"])
+        for k, (tok, stored) in enumerate(zip(row["completion_ids"], row["logprobs"])):
+            worst = max(worst, abs(lp[n - 1 + k, tok].item() - stored))
+    assert worst < 1e-4
+    # the reward vectors, weighted and put through the run's mode, are the stored rewards
+    for tick in (1, 2):
+        at = {r["agent_id"]: r for r in data if r["tick"] == tick and r["phase"] == "harvest"}
+        base = {a: sum(w * json.loads(r["reward_vector"]).get(k, 0.0) for k, w in weights.items()) for a, r in at.items()}
+        want = compute_rewards(base, "integrated", 0.4)
+        assert all(at[a]["reward"] == pytest.approx(want[a], abs=1e-9) for a in at)
+    assert data[0]["weights_sha256"] and len(data[0]["weights_sha256"]) == 64
+
+
+# ----- the training study ------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_training_study_small_saves_a_model_that_runs_with_model(tmp_path, db_url):
+    out = tmp_path / "study"
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "train_commons.py"), "--small", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1500, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["iterations"] == 2 and {"return", "survival", "focal_catch"} <= set(summary["after"])
+    run = cli_json("run", "commons", "--policy", "llm", "--ticks", "1", "--model", str(out / "model"), db=db_url)
+    assert run["status"] in ("finished", "collapsed")
