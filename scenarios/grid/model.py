@@ -38,6 +38,7 @@ from scenarios.grid import api
 from scenarios.grid import maps as grid_maps
 from scenarios.grid.strategies import STRATEGIES, GridView
 from scenarios.grid.world import ACTIONS, INDEX, STAND, UNREACHABLE, GridWorld, Rules, move
+from sim.reward.components import nonzero
 from sim.core.contracts import Decision, DecisionRequest, RequestBatch
 from sim.core.spaces import Choice, Text
 from sim.core.text import code_block, quote
@@ -459,8 +460,7 @@ class GridModel(SocietyModel):
         """Apples collected, beams fired and being tagged out, per agent (non-zero only)."""
         w = self.world
         ids = [a.unique_id for a in self.foragers]
-        return {name: {ids[i]: float(values[i]) for i in np.flatnonzero(values)}
-                for name, values in (("apples", w.collected), ("fired", w.fired), ("tagged", w.timeout > 0))}
+        return nonzero(ids, (("apples", w.collected), ("fired", w.fired), ("tagged", w.timeout > 0)))
 
     def sanctioned_count(self) -> int:
         return int((self.world.timeout > 0).sum())

@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from agents.base import SocietyAgent
+from sim.reward.components import nonzero
 from sim.core.contracts import Decision, DecisionRequest
 from sim.core.rng import derive_seed
 from sim.tick.config import ScenarioConfig
@@ -481,10 +482,7 @@ class SocialModel(SocietyModel):
 
     def reward_components(self) -> dict[str, dict[int, float]]:
         """The community's feedback on each member's writing this tick (non-zero counts only)."""
-        uid = self.uid
-        return {name: {int(uid[i]): float(counts[i]) for i in np.flatnonzero(counts)}
-                for name, counts in (("upvotes", self.got_up), ("downvotes", self.got_down),
-                                     ("replies", self.got_replies))}
+        return nonzero(self.uid, (("upvotes", self.got_up), ("downvotes", self.got_down), ("replies", self.got_replies)))
 
     def _network_metrics(self) -> dict[str, Optional[float]]:
         """The expensive ones, on samples: clustering, power-law fit of total degree, mean shortest path."""

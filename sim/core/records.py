@@ -75,11 +75,10 @@ class StepColumns(Sequence[AgentStepRecord]):
     def rows(self, prefix: tuple, encode: Callable[[Any], str]) -> list[tuple]:
         """One row per agent for the store: `prefix + (agent_id, backend, action JSON, payoff, reward,
         fallback, reason, memory JSON or None, components JSON or None)` (as `AgentStepRecord.row`); a
-        one-phase tick encodes each distinct action once, and every tick each distinct reward vector once."""
-        vectors = self._encoded_components(encode)
+        one-phase tick encodes each distinct action and each distinct reward vector once."""
         if len(self.actions) != 1:
-            return [prefix + (st.agent_id, st.backend, encode(st.action), st.payoff, st.reward, st.fallback, st.reason,
-                              None if st.memory is None else encode(st.memory), vec) for st, vec in zip(self, vectors)]
+            return [st.row(prefix, encode) for st in self]
+        vectors = self._encoded_components(encode)
         phase, chosen = self.actions[0]
         reasons, memories = self.reasons, self.memories
         encoded: dict[Any, str] = {}

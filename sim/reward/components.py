@@ -85,6 +85,11 @@ def common_components(payoffs: Mapping[int, float], norm_events: Iterable[Event]
     return out
 
 
+def nonzero(ids: Sequence[int], columns: Iterable[tuple[str, np.ndarray]]) -> Components:
+    """Components from per-agent numpy columns (aligned with `ids`), each keeping its non-zero entries only."""
+    return {name: {int(ids[i]): float(values[i]) for i in np.flatnonzero(values)} for name, values in columns}
+
+
 def weigh(components: Mapping[str, Mapping[int, float]], weights: Mapping[str, float],
           ids: Iterable[int]) -> dict[int, float]:
     """Each agent's weighted sum of components (a component an agent lacks counts 0). With the default weights
