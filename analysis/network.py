@@ -5,6 +5,7 @@ Pure functions of edge lists (source, target, weight): no database, no Streamlit
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import networkx as nx
@@ -79,3 +80,14 @@ def layout(g: nx.DiGraph, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
                           for s, t, d in g.edges(data=True)],
                          columns=["source", "target", "x", "y", "x2", "y2", "weight"])
     return nodes, edges
+
+
+def arrowheads(edges: pd.DataFrame, back: float = 0.12) -> pd.DataFrame:
+    """Where each drawn edge's arrowhead goes (a little before its target, so the node does not hide it) and the
+    angle it points at, in degrees clockwise from up: what shows an edge's direction (source -> target)."""
+    if edges.empty:
+        return pd.DataFrame(columns=["source", "target", "x", "y", "angle"])
+    dx, dy = edges["x2"] - edges["x"], edges["y2"] - edges["y"]
+    return pd.DataFrame({"source": edges["source"], "target": edges["target"],
+                         "x": edges["x2"] - back * dx, "y": edges["y2"] - back * dy,
+                         "angle": [math.degrees(math.atan2(a, b)) % 360 for a, b in zip(dx, dy)]})

@@ -19,9 +19,9 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from sim.core.errors import UsageError
-from sim.store.tables import AgentStep, EventRow, LLMCall, Run, Tick
+from sim.store.tables import AgentStep, EventRow, LLMCall, Run, RunAgent, Tick
 
-RUNS, TICKS, STEPS, EVENTS, CALLS = (m.__table__ for m in (Run, Tick, AgentStep, EventRow, LLMCall))
+RUNS, TICKS, STEPS, EVENTS, CALLS, AGENTS = (m.__table__ for m in (Run, Tick, AgentStep, EventRow, LLMCall, RunAgent))
 #: optional columns of `runs` that later versions of the store add (sweeps, forks)
 OPTIONAL_RUN_COLUMNS = ("sweep_id", "parent_id", "branch_tick")
 #: keys of an event's data that hold what was said
@@ -194,19 +194,156 @@ def payoffs_at(engine: Engine, run_id: str, tick: int) -> pd.DataFrame:
         return pd.DataFrame(conn.execute(q).mappings().all(), columns=["agent_id", "payoff", "reward", "fallback"])
 
 
-def agent_index(engine: Engine, run_id: str) -> dict[str, Any]:
-    """How many agents a run has and their id range, from its first tick (one indexed scan)."""
-    s = STEPS.c
+def _has_table(engine: Engine, name: str) -> bool:
+    return inspect(engine).has_table(name)
+
+
+def initial_state(engine: Engine, run_id: str) -> Optional[dict[str, Any]]:
+    """What the run started from (`runs.initial`: e.g. the seeded follow graph); None for a run stored before
+    the store kept it (and {} for a scenario that has nothing to add to its events)."""
+    table = _runs_table(engine)
+    if "initial" not in table.c:
+        return None
     with engine.connect() as conn:
-        first = conn.execute(select(func.min(s.tick)).where(s.run_id == run_id)).scalar()
-        if first is None:
-            return {"count": 0, "min": None, "max": None, "ids": []}
-        n, lo, hi = conn.execute(select(func.count(), func.min(s.agent_id), func.max(s.agent_id))
-                                 .where(s.run_id == run_id, s.tick == first)).one()
-        ids = []
-        if n <= 5000:
-            ids = [r[0] for r in conn.execute(select(s.agent_id).where(s.run_id == run_id, s.tick == first).order_by(s.agent_id))]
-    return {"count": n, "min": lo, "max": hi, "ids": ids}
+        value = conn.execute(select(table.c.initial).where(table.c.id == run_id)).scalar()
+    return None if value is None else (_json(value) or {})
+
+
+def run_agents(engine: Engine, run_id: str) -> pd.DataFrame:
+    """Every agent that took part: agent_id, joined (tick; 0 = from the start), role, policy, strategy, persona,
+    label (one line naming them) and the scenario's profile fields. For a run stored before `run_agents`, the
+    distinct agents of its steps with what the steps say (backend as policy)."""
+    cols = ["agent_id", "joined", "role", "policy", "strategy", "persona", "label"]
+    rows: list[dict[str, Any]] = []
+    if _has_table(engine, "run_agents"):
+        a = AGENTS.c
+        with engine.connect() as conn:
+            for r in conn.execute(select(a.agent_id, a.joined, a.role, a.policy, a.strategy, a.persona, a.profile)
+                                  .where(a.run_id == run_id).order_by(a.agent_id)).mappings():
+                extra = _json(r["profile"]) or {}
+                rows.append({**{k: r[k] for k in cols[:6]}, **{k: v for k, v in extra.items() if k not in cols}})
+    if not rows:
+        s = STEPS.c
+        with engine.connect() as conn:
+            found = conn.execute(select(s.agent_id, func.min(s.tick), func.min(s.backend)).where(s.run_id == run_id)
+                                 .group_by(s.agent_id).order_by(s.agent_id)).all()
+        rows = [{"agent_id": aid, "joined": first, "role": "agent", "policy": backend, "strategy": None, "persona": ""}
+                for aid, first, backend in found]
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df["label"] = [agent_label(r) for r in df.to_dict("records")]
+    return df
+
+
+def agent_label(row: dict[str, Any]) -> str:
+    """`agent 7 · business "Cafe Roma" · llm` / `agent 3 · fisher · greedy`: who an agent is, on one line."""
+    parts = [f"agent {int(row['agent_id'])}"]
+    role = row.get("role")
+    name = row.get("name")
+    parts.append(f"{role} {name}" if name and role else (role or ""))
+    policy, strategy = row.get("policy"), row.get("strategy")
+    parts.append(strategy if policy == "scripted" and strategy else (policy or ""))
+    if row.get("generation") is not None and not pd.isna(row.get("generation")):
+        parts.append(f"gen {int(row['generation'])}")
+    persona = str(row.get("persona") or "")
+    if persona:
+        parts.append(persona if len(persona) <= 40 else persona[:39] + "…")
+    return " · ".join(p for p in parts if p)
+
+
+def agent_index(engine: Engine, run_id: str) -> dict[str, Any]:
+    """How many agents a run had over all its ticks and their ids (from `run_agents`, else the distinct agents of
+    its steps: a run whose agents change, such as the donor game's generations, lists every one)."""
+    agents = run_agents(engine, run_id)
+    if agents.empty:
+        return {"count": 0, "min": None, "max": None, "ids": []}
+    ids = [int(a) for a in agents["agent_id"]]
+    return {"count": len(ids), "min": min(ids), "max": max(ids), "ids": ids if len(ids) <= 5000 else []}
+
+
+def agent_totals(engine: Engine, run_id: str) -> pd.DataFrame:
+    """Per agent over the whole run, in SQL: ticks acted, total payoff and reward, fallbacks; norm violations,
+    sanctions received and given (from the norm events)."""
+    s, e = STEPS.c, EVENTS.c
+    with engine.connect() as conn:
+        steps = pd.DataFrame(conn.execute(
+            select(s.agent_id, func.count().label("ticks"), func.sum(s.payoff).label("payoff"),
+                   func.sum(s.reward).label("reward"), func.sum(cast(s.fallback, Integer)).label("fallbacks"))
+            .where(s.run_id == run_id).group_by(s.agent_id)).mappings().all(),
+            columns=["agent_id", "ticks", "payoff", "reward", "fallbacks"])
+        counts = {}
+        for kind, col, name in (("norm.violation", e.actor, "violations"), ("norm.sanction", e.target, "sanctions_received"),
+                                ("norm.sanction", e.actor, "sanctions_given")):
+            counts[name] = dict(conn.execute(select(col, func.count()).where(e.run_id == run_id, e.kind == kind,
+                                                                              col.is_not(None)).group_by(col)).all())
+    for name, by in counts.items():
+        steps[name] = steps["agent_id"].map(by).fillna(0).astype(int)
+    return steps
+
+
+def agent_series(engine: Engine, run_id: str, agent_ids: Sequence[int], phase: Optional[str] = None) -> pd.DataFrame:
+    """tick, agent_id, payoff and the numeric action of `phase` (or of the first numeric phase) of these agents:
+    the per-agent comparison's lines."""
+    s = STEPS.c
+    ids = [int(a) for a in agent_ids]
+    with engine.connect() as conn:
+        rows = conn.execute(select(s.tick, s.agent_id, s.payoff, s.action).where(s.run_id == run_id, s.agent_id.in_(ids))
+                            .order_by(s.tick, s.agent_id)).all()
+    out = []
+    for tick, aid, payoff, action in rows:
+        act = _json(action) or {}
+        value = act.get(phase) if phase else next((v for v in act.values() if isinstance(v, (int, float))
+                                                    and not isinstance(v, bool)), None)
+        out.append({"tick": tick, "agent_id": aid, "payoff": payoff,
+                    "action": float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None})
+    return pd.DataFrame(out, columns=["tick", "agent_id", "payoff", "action"])
+
+
+def _action_value(phase: str) -> Any:
+    """The number an agent step's action holds for `phase`, extracted in SQL (SQLite json_extract, PostgreSQL ->>)."""
+    return STEPS.c.action[phase].as_float()
+
+
+def action_stats(engine: Engine, run_id: str, phase: str) -> pd.DataFrame:
+    """Per tick, in SQL: the mean and the largest numeric action of `phase` over the agents who took one."""
+    s = STEPS.c
+    value = _action_value(phase)
+    q = (select(s.tick, func.avg(value).label(f"mean {phase}"), func.max(value).label(f"largest {phase}"))
+         .where(s.run_id == run_id, value.is_not(None)).group_by(s.tick).order_by(s.tick))
+    with engine.connect() as conn:
+        return pd.DataFrame(conn.execute(q).all(), columns=["tick", f"mean {phase}", f"largest {phase}"])
+
+
+def over_usage(engine: Engine, run_id: str, scenario_name: str, config: dict[str, Any]) -> Optional[pd.DataFrame]:
+    """Per agent: its decisions of the scenario's `usage_phase` and how many were above that tick's `usage_limit`
+    (computed from the tick's stored state and the agents who acted); None when the scenario (a registered name)
+    has no such limit. Counted in SQL: the limits of the ticks go in as one CASE."""
+    from sqlalchemy import case, literal
+
+    from scenarios.registry import REGISTRY
+
+    scenario = REGISTRY.get(scenario_name)
+    phase = getattr(scenario, "usage_phase", None)
+    if not phase:
+        return None
+    s = STEPS.c
+    value = _action_value(phase)
+    with engine.connect() as conn:
+        acting = dict(conn.execute(select(s.tick, func.count()).where(s.run_id == run_id, value.is_not(None))
+                                   .group_by(s.tick)).all())
+        states = {t: _json(st) or {} for t, st in conn.execute(select(TICKS.c.tick, TICKS.c.state)
+                                                                .where(TICKS.c.run_id == run_id))}
+        limits = {t: scenario.usage_limit(config, states.get(t, {}), n) for t, n in acting.items()}
+        limits = {t: v + 1e-9 for t, v in limits.items() if v is not None}
+        columns = ["agent_id", "over_usage", "usage_decisions"]
+        if not acting:
+            return pd.DataFrame(columns=columns)
+        over = 0 if not limits else func.sum(case((value > case({t: literal(v) for t, v in limits.items()}, value=s.tick,
+                                                                 else_=literal(float("inf"))), 1), else_=0))
+        q = select(s.agent_id, over if limits else literal(0), func.count()).where(s.run_id == run_id, value.is_not(None))
+        rows = conn.execute(q.group_by(s.agent_id)).all()
+    return pd.DataFrame(rows, columns=columns)
 
 
 def agent_trajectory(engine: Engine, run_id: str, agent_id: int) -> pd.DataFrame:
@@ -333,20 +470,33 @@ def interaction_edges(engine: Engine, run_id: str, tick: int, *, cumulative: boo
 
 
 def follow_edges(engine: Engine, run_id: str, tick: int) -> Optional[pd.DataFrame]:
-    """The follow graph at `tick` (source follows target), from `follow`/`unfollow` events, or from a
-    `follows`/`edges` list of pairs in the tick's state; None when the run has neither."""
+    """The follow graph after `tick` (source follows target): the run's seeded graph (`runs.initial["follows"]`)
+    changed by its `follow`/`unfollow` events up to `tick` (the last one of each pair decides); else a
+    `follows`/`edges` list of pairs in the tick's state; None when the run has none of these.
+
+    A run stored before the seeded graph was kept has only its events: `initial_state` is None for it."""
+    initial = initial_state(engine, run_id) or {}
+    seeded = initial.get("follows") if isinstance(initial, dict) else None
     e = EVENTS.c
     with engine.connect() as conn:
         any_follow = conn.execute(select(e.id).where(e.run_id == run_id, e.kind.in_(["follow", "unfollow"])).limit(1)).first()
+        changes: list[tuple[int, int, str]] = []
         if any_follow is not None:
             # the last follow/unfollow of each pair up to `tick` decides; ids grow with ticks, so max(id) is the last
             last = (select(func.max(e.id).label("id")).where(
                 e.run_id == run_id, e.kind.in_(["follow", "unfollow"]), e.tick <= tick,
                 e.actor.is_not(None), e.target.is_not(None)).group_by(e.actor, e.target).subquery())
-            rows = conn.execute(select(e.actor, e.target).join(last, e.id == last.c.id).where(e.kind == "follow")).all()
-            df = pd.DataFrame(rows, columns=["source", "target"])
-            df["weight"] = 1
-            return df
+            changes = [(int(a), int(t), k) for a, t, k in conn.execute(select(e.actor, e.target, e.kind).join(last, e.id == last.c.id))]
+    if seeded is not None or changes:
+        edges = {(int(p[0]), int(p[1])) for p in (seeded or ())}
+        for a, t, kind in changes:
+            if kind == "follow":
+                edges.add((a, t))
+            else:
+                edges.discard((a, t))
+        df = pd.DataFrame(sorted(edges), columns=["source", "target"])
+        df["weight"] = 1
+        return df
     state = state_at(engine, run_id, tick)
     for key in ("follows", "follow_edges", "edges"):
         pairs = state.get(key)

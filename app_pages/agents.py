@@ -1,5 +1,7 @@
-"""Agents: one agent's trajectory (actions, payoffs, rewards), its decisions with the exact
-prompt and answer from the LLM call log (fallbacks highlighted), and its memory and relationships."""
+"""Agents: every agent of the run with its role, strategy, persona and payoff (GovSim's per-persona view: each
+agent's action and payoff over time in one chart, a table of totals, over-usage, violations and sanctions), and
+one agent's trajectory, its decisions with the exact prompt and answer from the LLM call log (fallbacks
+highlighted), and its memory and relationships."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app_pages import charts
-from app_pages.common import choose_run, page, q
+from app_pages import charts, export
+from app_pages.common import choose_agent, choose_run, page, q, scenario_class, url_tabs
+
+MAX_LINES = 40
 
 
 def _short(value: object, limit: int = 120) -> str:
@@ -24,19 +28,71 @@ def _highlight(row: pd.Series) -> list[str]:
 def render(table: pd.DataFrame) -> None:
     run = choose_run(table)
     st.title(f"Agents of run {run['run_id']}")
-    index = q("agent_index", run, run["run_id"])
-    if not index["count"]:
+    agents = q("run_agents", run, run["run_id"])
+    if agents.empty:
         st.info("This run has no agent steps yet.")
         return
-    if index["ids"]:
-        agent = st.selectbox(f"Agent ({index['count']} agents)", index["ids"])
-    else:
-        agent = int(st.number_input(f"Agent id ({index['count']} agents, {index['min']}..{index['max']})",
-                                    min_value=int(index["min"]), max_value=int(index["max"]), value=int(index["min"])))
+    tabs = url_tabs(["All agents", "One agent"], "agents_tab")
+    if tabs[0].open is not False:
+        with tabs[0]:
+            _all(run, agents)
+    if tabs[1].open is not False:
+        with tabs[1]:
+            _one(run, agents)
+
+
+def _all(run: dict, agents: pd.DataFrame) -> None:
+    """Every agent: who it is, its totals, over-usage, violations and sanctions; action and payoff over time."""
+    totals = q("agent_totals", run, run["run_id"])
+    detail = q("get_run", run, run["run_id"]) or {}
+    cls = scenario_class(run["scenario"])
+    usage = q("over_usage", run, run["run_id"], run["scenario"], detail.get("config") or {}) if cls is not None else None
+    frame = agents.merge(totals, on="agent_id", how="left")
+    if usage is not None:
+        frame = frame.merge(usage, on="agent_id", how="left")
+    roles = ", ".join(f"{n} {r}" for r, n in frame["role"].value_counts().items())
+    st.caption(f"{len(frame)} agents took part ({roles})"
+               + (f"; {int((frame['joined'] > 0).sum())} joined after the start" if (frame["joined"] > 0).any() else ""))
+    shown = [c for c in ("agent_id", "role", "name", "policy", "strategy", "persona", "generation", "joined", "ticks", "payoff",
+                         "reward", "over_usage", "usage_decisions", "violations", "sanctions_received", "sanctions_given",
+                         "fallbacks") if c in frame]
+    st.dataframe(frame[shown], hide_index=True, width="stretch",
+                 column_config={"payoff": st.column_config.NumberColumn("total payoff", format="%.4g"),
+                                "reward": st.column_config.NumberColumn("total reward", format="%.4g"),
+                                "over_usage": st.column_config.NumberColumn("over-usage", help="decisions above the "
+                                                                            "sustainable share of their tick"),
+                                "joined": st.column_config.NumberColumn("joined at tick", help="0: from the start")})
+    ids = frame.sort_values("payoff", ascending=False)["agent_id"].astype(int).tolist()
+    if len(ids) > MAX_LINES:
+        st.caption(f"The chart draws the {MAX_LINES} agents with the highest total payoff; pick others below.")
+    labels = dict(zip(frame["agent_id"].astype(int), frame["label"]))
+    chosen = st.multiselect("Agents in the chart", ids, default=sorted(ids[:MAX_LINES]), format_func=lambda a: labels[a],
+                            key="agents_compared")
+    if not chosen:
+        return
+    phase = getattr(cls, "usage_phase", None) if cls is not None else None
+    series = q("agent_series", run, run["run_id"], tuple(sorted(chosen)), phase)
+    series["agent"] = series["agent_id"].map(labels)
+    c1, c2 = st.columns(2)
+    with c1:
+        if series["action"].notna().any():
+            export.chart(charts.per_agent(series, "action", title=f"Action per tick ({phase or 'first numeric phase'})"),
+                         f"{run['run_id']}-actions", key="agents-actions")
+        else:
+            st.caption("These agents' actions are not numbers: see each one's decisions in **One agent**.")
+    with c2:
+        export.chart(charts.per_agent(series, "payoff", title="Payoff per tick"), f"{run['run_id']}-payoffs", key="agents-payoffs")
+
+
+def _one(run: dict, agents: pd.DataFrame) -> None:
+    labels = dict(zip(agents["agent_id"].astype(int), agents["label"]))
+    agent = choose_agent(sorted(labels), labels, label=f"Agent ({len(labels)} agents)")
     steps = q("agent_trajectory", run, run["run_id"], int(agent))
     if steps.empty:
         st.info(f"Agent {agent} has no stored steps.")
         return
+    who = agents[agents["agent_id"] == agent].iloc[0].to_dict()
+    st.caption(f"{labels[agent]}" + (f" — persona: {who['persona']}" if who.get("persona") else ""))
     c = st.columns(5)
     c[0].metric("backend", steps["backend"].iloc[-1])
     c[1].metric("ticks", len(steps))
@@ -44,8 +100,13 @@ def render(table: pd.DataFrame) -> None:
     c[3].metric("total reward", f"{steps['reward'].sum():.4g}")
     c[4].metric("fallback ticks", int(steps["fallback"].sum()))
 
-    st.altair_chart(charts.lines(steps, ["payoff", "reward"], title=f"Agent {agent}: payoff and reward per tick"),
-                    width="stretch")
+    same = bool((steps["payoff"] - steps["reward"]).abs().max() < 1e-12)
+    if same:
+        st.altair_chart(charts.lines(steps, ["payoff"], title=f"Agent {agent}: payoff per tick"), width="stretch")
+        st.caption("The reward equals the payoff at every tick (the private reward mode), so one line shows both.")
+    else:
+        st.altair_chart(charts.lines(steps, ["payoff", "reward"], title=f"Agent {agent}: payoff and reward per tick"),
+                        width="stretch")
     phases = sorted({p for a in steps["action"] for p in (a or {})})
     actions = pd.DataFrame({"tick": steps["tick"], **{p: steps["action"].map(lambda a, p=p: _short(a.get(p)) if p in a else "")
                                                        for p in phases},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -14,8 +15,8 @@ def lines(df: pd.DataFrame, columns: Sequence[str], *, x: str = "tick", title: s
     cols = [c for c in columns if c in df]
     long = df[[x, *cols]].melt(id_vars=[x], var_name="series", value_name="value").dropna(subset=["value"])
     base = alt.Chart(long, title=title).encode(
-        x=alt.X(f"{x}:Q", title=x),
-        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+        x=alt.X(f"{x}:Q", title=x, axis=alt.Axis(format="d", tickMinStep=1) if x == "tick" else alt.Axis()),
+        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format="~g")),
         color=alt.Color("series:N", legend=alt.Legend(orient="bottom", columns=3, labelLimit=260)),
         tooltip=[alt.Tooltip(f"{x}:Q"), "series:N", alt.Tooltip("value:Q", format=".4g")],
     )
@@ -45,26 +46,37 @@ def stacked_counts(df: pd.DataFrame, *, x: str, color: str, y: str = "count", ti
         x=alt.X(f"{x}:O"), y=alt.Y(f"{y}:Q"), color=f"{color}:N", tooltip=[x, color, y]).properties(height=240)
 
 
-def network(nodes: pd.DataFrame, edges: pd.DataFrame, *, color: str, color_title: str, diverging: bool) -> alt.Chart:
-    """Edges as rules, nodes as circles sized by degree and coloured by `color` (grey where unknown)."""
+def network(nodes: pd.DataFrame, edges: pd.DataFrame, arrows: pd.DataFrame, *, color: str, color_title: str,
+            diverging: bool, role: bool = False) -> alt.Chart:
+    """Edges as rules with an arrowhead at their target (direction: source -> target), nodes as circles sized by
+    degree, coloured by `color` (numbers; grey where unknown) or, with `role`, by the agent's role with a shape
+    each (a market's customers and businesses apart)."""
     axis = alt.Axis(labels=False, ticks=False, grid=False, title=None, domain=False)
-    e = alt.Chart(edges).mark_rule(opacity=0.25, color="#888").encode(
-        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis), x2="x2:Q", y2="y2:Q",
-        tooltip=["source:Q", "target:Q", "weight:Q"])
+    x, y = alt.X("x:Q", axis=axis), alt.Y("y:Q", axis=axis)
+    e = alt.Chart(edges).mark_rule(opacity=0.3, color="#888").encode(
+        x=x, y=y, x2="x2:Q", y2="y2:Q", tooltip=[alt.Tooltip("source:Q", title="from"), alt.Tooltip("target:Q", title="to"),
+                                                 "weight:Q"])
+    heads = alt.Chart(arrows).mark_point(shape="triangle-up", filled=True, size=45, opacity=0.55, color="#555").encode(
+        x=x, y=y, angle=alt.Angle("angle:Q", scale=None), tooltip=[alt.Tooltip("source:Q", title="from"),
+                                                                    alt.Tooltip("target:Q", title="to")])
+    size = alt.Size("degree:Q", scale=alt.Scale(range=[30, 600]), legend=None)
+    tips = [alt.Tooltip("label:N", title="agent"), "degree:Q"]
+    if role:
+        dots = alt.Chart(nodes).mark_point(filled=True, opacity=0.9, stroke="white", strokeWidth=0.5).encode(
+            x=x, y=y, size=size, color=alt.Color("role:N", title="role", scale=alt.Scale(scheme="category10")),
+            shape=alt.Shape("role:N", title="role"), tooltip=[*tips, "role:N"])
+        return alt.layer(e, heads, dots).properties(height=520).configure_view(strokeWidth=0)
     values = pd.to_numeric(nodes[color], errors="coerce")
     if diverging:  # opinions: centred on 0 for [-1, 1], on 0.5 for [0, 1]
         mid = 0.0 if values.min() < 0 else (0.5 if values.max() <= 1 else float(values.median()))
         scale = alt.Scale(scheme="redblue", domainMid=mid)
     else:
         scale = alt.Scale(scheme="viridis")
-    size = alt.Size("degree:Q", scale=alt.Scale(range=[30, 600]), legend=None)
-    tips = [alt.Tooltip("agent_id:Q", title="agent"), "degree:Q"]
     known = alt.Chart(nodes[values.notna()]).mark_circle(opacity=0.9, stroke="white", strokeWidth=0.5).encode(
-        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis), size=size,
-        color=alt.Color(f"{color}:Q", title=color_title, scale=scale), tooltip=[*tips, alt.Tooltip(f"{color}:Q", format=".3g")])
-    unknown = alt.Chart(nodes[values.isna()]).mark_circle(opacity=0.6, color="#bbb").encode(
-        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis), size=size, tooltip=tips)
-    layers = [e, unknown, known] if values.isna().any() else [e, known]
+        x=x, y=y, size=size, color=alt.Color(f"{color}:Q", title=color_title, scale=scale),
+        tooltip=[*tips, alt.Tooltip(f"{color}:Q", format=".3g")])
+    unknown = alt.Chart(nodes[values.isna()]).mark_circle(opacity=0.6, color="#bbb").encode(x=x, y=y, size=size, tooltip=tips)
+    layers = [e, heads, unknown, known] if values.isna().any() else [e, heads, known]
     return alt.layer(*layers).properties(height=520).configure_view(strokeWidth=0)
 
 
@@ -111,3 +123,52 @@ def degree_distribution(dist: pd.DataFrame) -> alt.Chart:
     x = alt.X("degree:O") if len(dist) <= 30 else alt.X("degree:Q", bin=alt.Bin(maxbins=40))
     return alt.Chart(dist, title="Degree distribution").mark_bar().encode(
         x=x, y=alt.Y("sum(agents):Q", title="agents"), tooltip=[alt.Tooltip("sum(agents):Q", title="agents")]).properties(height=200)
+
+
+def per_agent(series: pd.DataFrame, column: str, *, title: str) -> alt.Chart:
+    """One line per agent (labelled with who it is) of `column` over ticks; hovering a line names its agent."""
+    pick = alt.selection_point(fields=["agent"], bind="legend", on="mouseover")
+    return alt.Chart(series.dropna(subset=[column]), title=title).mark_line(point=len(series["tick"].unique()) <= 40).encode(
+        x=alt.X("tick:Q", title="tick", axis=alt.Axis(format="d", tickMinStep=1)),
+        y=alt.Y(f"{column}:Q", title=column, scale=alt.Scale(zero=False)),
+        color=alt.Color("agent:N", legend=alt.Legend(orient="bottom", columns=2, labelLimit=0, title=None)),
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.25)),
+        tooltip=["agent:N", alt.Tooltip("tick:Q"), alt.Tooltip(f"{column}:Q", format=".4g")],
+    ).add_params(pick).properties(height=320)
+
+
+def metric(df: pd.DataFrame, column: str, *, unit: str = "", lines: Sequence[tuple[float, str]] = (), title: str = "",
+           height: int = 220) -> alt.LayerChart:
+    """One metric over ticks: integer tick axis, the unit on the y axis, numbers without trailing zeros (a constant
+    series reads 5, not 5.000000), and the scenario's reference lines (e.g. the collapse threshold) as dashed rules."""
+    data = df[["tick", column]].dropna()
+    label = f"{column} ({unit})" if unit else column
+    values = pd.to_numeric(data[column], errors="coerce")
+    refs = pd.DataFrame([{"value": float(v), "line": name} for v, name in lines])
+    lo = min([values.min(), *refs.get("value", [])]) if len(values) else 0
+    hi = max([values.max(), *refs.get("value", [])]) if len(values) else 1
+    pad = (hi - lo) * 0.05 or max(abs(hi) * 0.05, 0.5)
+    y = alt.Y(f"{column}:Q", title=label, scale=alt.Scale(domain=[lo - pad, hi + pad], nice=False), axis=alt.Axis(format="~g"))
+    line = alt.Chart(data, title=title or column).mark_line(point=len(data) <= 60).encode(
+        x=alt.X("tick:Q", title="tick", axis=alt.Axis(format="d", tickMinStep=1)), y=y,
+        tooltip=[alt.Tooltip("tick:Q"), alt.Tooltip(f"{column}:Q", format=".4~g", title=label)])
+    layers: list[Any] = [line]
+    if len(refs):
+        rule = alt.Chart(refs).mark_rule(strokeDash=[5, 4], color="#c44").encode(
+            y="value:Q", tooltip=["line:N", alt.Tooltip("value:Q", format=".4~g")])
+        text = alt.Chart(refs).mark_text(align="left", dx=3, dy=-6, color="#c44", fontSize=11).encode(
+            y="value:Q", x=alt.value(0), text="line:N")
+        layers += [rule, text]
+    return alt.layer(*layers).properties(height=height)
+
+
+def norm_counts(timeline: pd.DataFrame, last_tick: int, colours: dict[str, str]) -> alt.Chart:
+    """Norm events per tick, stacked by kind: every tick of the run on the axis (ticks without events stay, as gaps),
+    each kind in its fixed colour."""
+    ticks = max(last_tick, int(timeline["tick"].max()) if len(timeline) else 0)
+    kinds = list(colours) + sorted(set(timeline["kind"]) - set(colours))
+    palette = list(colours.values()) + ["#999"] * (len(kinds) - len(colours))
+    return alt.Chart(timeline, title="Norm events per tick").mark_bar().encode(
+        x=alt.X("tick:O", scale=alt.Scale(domain=list(range(1, ticks + 1))), axis=alt.Axis(labelOverlap=True, labelAngle=0)),
+        y=alt.Y("count:Q", stack="zero"), color=alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=palette)),
+        tooltip=["tick:Q", "kind:N", "count:Q"]).properties(height=240)

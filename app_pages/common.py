@@ -28,6 +28,7 @@ PAGES = [
     ("network", "app_pages/network.py", "Network", ":material/hub:"),
     ("norms", "app_pages/norms.py", "Norms", ":material/gavel:"),
     ("conversations", "app_pages/conversations.py", "Conversations", ":material/forum:"),
+    ("events", "app_pages/events.py", "Event log", ":material/list_alt:"),
     ("policies", "app_pages/policies.py", "Policies", ":material/code:"),
     ("compare", "app_pages/compare.py", "Compare", ":material/compare_arrows:"),
     ("launch", "app_pages/launch.py", "Launch", ":material/rocket_launch:"),
@@ -132,6 +133,41 @@ def _label(row: pd.Series) -> str:
     return f"{row['run_id']} · {row['scenario']} · {row['status']} · seed {row['seed']} · {row['ticks']} ticks"
 
 
+# ----- what the URL holds: page, run, tab, tick, agent, Compare's selections --------------------------------------
+def url_value(key: str) -> Optional[str]:
+    """A query parameter of the page's URL (`?run=...&tick=...`), or None."""
+    value = st.query_params.get(key)
+    return None if value in (None, "") else str(value)
+
+
+def set_url(key: str, value: Any) -> None:
+    """Put `value` in the URL under `key` (None removes it), so a copied link opens the same view."""
+    if value is None or value == "" or value == []:
+        if key in st.query_params:
+            del st.query_params[key]
+        return
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    if st.query_params.get(key) != text:
+        st.query_params[key] = text
+
+
+def url_list(key: str) -> list[str]:
+    """A comma-separated list from the URL (Compare's runs, a page's chosen kinds), [] when absent."""
+    value = url_value(key)
+    return [v for v in value.split(",") if v] if value else []
+
+
+def url_tabs(names: list[str], key: str) -> list[Any]:
+    """`st.tabs` whose open tab is in the URL (`?tab=NAME`) and in session_state[key]; only the open one runs."""
+    wanted = url_value("tab")
+    if wanted in names and key not in st.session_state:
+        st.session_state[key] = wanted
+    tabs = st.tabs(names, key=key, on_change="rerun")
+    current = st.session_state.get(key)
+    set_url("tab", current if current in names and current != names[0] else None)
+    return tabs
+
+
 def choose_run(table: pd.DataFrame) -> Optional[dict[str, Any]]:
     """The run this session looks at, picked in the sidebar (also `?run=ID` in the URL; an id prefix works)."""
     ids = table["run_id"].tolist()
@@ -146,6 +182,11 @@ def choose_run(table: pd.DataFrame) -> Optional[dict[str, Any]]:
     index = ids.index(wanted) if wanted in ids else 0
     labels = {r["run_id"]: _label(r) for _, r in table.iterrows()}
     choice = st.sidebar.selectbox("Run", ids, index=index, format_func=lambda i: labels.get(i, i))
+    if st.session_state.get("run_id") not in (None, choice):  # another run: the cursor and agent start afresh
+        for key in ("cursor_tick", "cursor_agent", "cursor_slider"):
+            st.session_state.pop(key, None)
+        for key in ("tick", "agent"):
+            set_url(key, None)
     st.session_state["run_id"] = choice
     if st.query_params.get("run") != choice:
         st.query_params["run"] = choice
@@ -163,12 +204,43 @@ def metric_docs(run: dict[str, Any], final: bool = False) -> dict[str, str]:
     return scenario_metric_docs(scenario_class(run["scenario"]))["final" if final else "tick"]
 
 
+def _int(value: Any) -> Optional[int]:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
 def tick_picker(run: dict[str, Any], label: str = "Tick", key: Optional[str] = None) -> Optional[int]:
-    """A slider over the run's committed ticks (the last by default); None when it has none."""
+    """The replay cursor: one tick shared by every page (session state and `?tick=` in the URL), the run's last
+    tick by default; a slider over the committed ticks. None when the run has none."""
     last = int(run.get("ticks") or 0)
     if last < 1:
         st.info("This run has no committed tick yet.")
         return None
+    wanted = _int(st.session_state.get("cursor_tick")) or _int(url_value("tick")) or last
+    wanted = min(max(1, wanted), last)
     if last == 1:
-        return 1
-    return int(st.slider(label, 1, last, last, key=key))
+        tick = 1
+    else:
+        widget = key or "cursor_slider"
+        current = _int(st.session_state.get(widget))
+        if current is None or not 1 <= current <= last:  # a page that had no cursor yet, or another run's
+            st.session_state[widget] = wanted
+        tick = int(st.slider(label, 1, last, key=widget, help="the replay cursor: shared by every page, and in the URL"))
+    st.session_state["cursor_tick"] = tick
+    set_url("tick", tick if tick != last else None)
+    return tick
+
+
+def choose_agent(ids: list[int], labels: Optional[dict[int, str]] = None, label: str = "Agent") -> Optional[int]:
+    """One agent of the run (`?agent=ID` in the URL, shared by the pages); None when there are none."""
+    if not ids:
+        return None
+    wanted = _int(st.session_state.get("cursor_agent")) or _int(url_value("agent"))
+    index = ids.index(wanted) if wanted in ids else 0
+    names = labels or {}
+    agent = st.selectbox(label, ids, index=index, format_func=lambda a: names.get(a, f"agent {a}"))
+    st.session_state["cursor_agent"] = int(agent)
+    set_url("agent", int(agent))
+    return int(agent)

@@ -1,6 +1,7 @@
-"""Network: the follow graph (follow/unfollow events or a state field) or the interaction graph
-(every event with an actor and a target) at a chosen tick; nodes sized by degree, coloured by
-opinion when agents' actions carry one, else by payoff; the network metrics beside it."""
+"""Network: the follow graph (the run's seeded graph changed by its follow/unfollow events, or a state field) or
+the interaction graph (every event with an actor and a target) at the replay cursor's tick; edges point from
+source to target; nodes sized by degree, coloured by opinion or payoff, or by role where agents have different
+roles (a market's customers and businesses); the network metrics of the whole graph beside it."""
 
 from __future__ import annotations
 
@@ -8,25 +9,25 @@ import pandas as pd
 import streamlit as st
 
 from analysis import network as net
-from app_pages import charts
+from app_pages import charts, export
 from app_pages.common import choose_run, page, q, tick_picker
 
 MAX_DRAWN = 300
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _graph_view(edges: pd.DataFrame, max_nodes: int, seed: int) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _graph_view(edges: pd.DataFrame, max_nodes: int, seed: int) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     g = net.build_graph(edges)
     metrics = net.network_metrics(g, seed=seed)
     drawn = net.sample(g, max_nodes)
     nodes, segs = net.layout(drawn, seed=seed)
-    return metrics, nodes, segs, net.degree_frame(g)
+    return metrics, nodes, segs, net.arrowheads(segs), net.degree_frame(g)
 
 
 def render(table: pd.DataFrame) -> None:
     run = choose_run(table)
     st.title(f"Network of run {run['run_id']}")
-    tick = tick_picker(run, "Graph at tick")
+    tick = tick_picker(run, "Graph after tick")
     if tick is None:
         return
     follows = q("follow_edges", run, run["run_id"], tick)
@@ -39,6 +40,9 @@ def render(table: pd.DataFrame) -> None:
     max_nodes = c3.slider("Nodes drawn (highest degree)", 20, 1000, MAX_DRAWN, step=20)
     if kind == "follow graph":
         edges = follows
+        if q("initial_state", run, run["run_id"]) is None:
+            st.warning("This run was stored before runs kept their seeded follow graph: only the follows made during "
+                       "the run are drawn, so edges and reciprocity here are not the run's own.")
     else:
         edges = q("interaction_edges", run, run["run_id"], tick, cumulative=cumulative)
     if edges is None or edges.empty:
@@ -47,9 +51,14 @@ def render(table: pd.DataFrame) -> None:
                 "Interactions are events with an actor and a target (messages to someone, sanctions, trades, imitation); "
                 f"this run's event kinds: {', '.join(kinds_df['kind']) or 'none'}.")
         return
-    metrics, nodes, segs, degrees = _graph_view(edges, max_nodes, int(run["seed"]))
+    metrics, nodes, segs, arrows, degrees = _graph_view(edges, max_nodes, int(run["seed"]))
+    agents = q("run_agents", run, run["run_id"])
     values = q("node_values", run, run["run_id"], tick, tuple(nodes["agent_id"].tolist()))
     nodes = nodes.merge(values, on="agent_id", how="left")
+    nodes = nodes.merge(agents[["agent_id", "role", "label"]], on="agent_id", how="left")
+    nodes["role"] = nodes["role"].fillna("agent")
+    nodes["label"] = nodes["label"].fillna(nodes["agent_id"].map(lambda a: f"agent {a}"))
+    by_role = nodes["role"].nunique() > 1
     has_opinion = "opinion" in nodes and nodes["opinion"].notna().any()
     color, title = ("opinion", "opinion") if has_opinion else ("payoff_total", f"payoff to tick {tick}")
     nodes[color] = pd.to_numeric(nodes[color], errors="coerce")
@@ -59,13 +68,24 @@ def render(table: pd.DataFrame) -> None:
         drawn = f"{len(nodes)} nodes"
         if len(nodes) < metrics["nodes"]:
             drawn = f"{len(nodes)} of {metrics['nodes']} nodes (highest degree)"
-        st.caption(f"{kind} at tick {tick}: {drawn}, {len(segs)} edges drawn; size = degree, colour = {title}"
-                   + (" (grey: none known yet)" if nodes[color].isna().any() else ""))
-        st.altair_chart(charts.network(nodes, segs, color=color, color_title=title, diverging=has_opinion), width="stretch")
+        colour = "role (shape too)" if by_role else title
+        st.caption(f"{kind} after tick {tick}: {drawn}, {len(segs)} of {metrics['edges']} edges drawn, each pointing from "
+                   f"source to target; size = degree, colour = {colour}"
+                   + (" (grey: none known yet)" if not by_role and nodes[color].isna().any() else ""))
+        figure = charts.network(nodes, segs, arrows, color=color, color_title=title, diverging=has_opinion, role=by_role)
+        export.chart(figure, f"{run['run_id']}-network-t{tick}", key="network")
     with right:
         st.subheader("Network metrics")
+        st.caption("of the whole graph, not only the nodes drawn")
         for k, v in metrics.items():
             st.metric(k.replace("_", " "), f"{v:.3g}" if isinstance(v, float) else v)
+        if kind == "follow graph":
+            ticks = q("tick_frame", run, run["run_id"])
+            own = ticks.loc[ticks["tick"] == tick, "follow_edges"] if "follow_edges" in ticks else pd.Series(dtype=float)
+            if len(own) and pd.notna(own.iloc[0]):
+                same = int(own.iloc[0]) == metrics["edges"]
+                st.caption(f"The run's own `follow_edges` after tick {tick}: {int(own.iloc[0])} "
+                           + ("(the same graph)" if same else "(differs: see the note above)"))
         st.caption("hub inequality = Gini of in-degrees; clustering of the undirected graph "
                    f"(estimated from samples above {net.EXACT_CLUSTERING_MAX} nodes)")
     st.altair_chart(charts.degree_distribution(degrees.groupby("degree").size().reset_index(name="agents")), width="stretch")

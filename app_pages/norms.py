@@ -1,34 +1,50 @@
-"""Norms: the timeline of stated norms, compliance and violation, the compliance rate, and sanctions."""
+"""Norms: the timeline of stated and adopted norms, compliance, violation and sanctions (every tick of the run on
+the axis, each kind always in the same colour), the compliance rate, votes on limits, the limit in force
+against what agents actually took, and the sanctions."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from app_pages import charts
-from app_pages.common import choose_run, page, q
+from app_pages import charts, export
+from app_pages.common import choose_run, page, q, scenario_class
+from sim.reward.norms import KINDS
+
+#: one colour per norm kind, the same in every run (a kind a run lacks keeps its colour for the others)
+KIND_COLOURS = dict(zip(KINDS, ("#4c78a8", "#72b7b2", "#54a24b", "#e45756", "#b279a2")))
 
 
 def render(table: pd.DataFrame) -> None:
     run = choose_run(table)
     st.title(f"Norms in run {run['run_id']}")
     timeline = q("norm_timeline", run, run["run_id"])
-    if timeline.empty:
-        st.info("No norm was stated, kept, broken or sanctioned in this run. (In the fishery, turn on `talk` or `sanctions`.)")
+    votes = q("events", run, run["run_id"], kinds=("vote", "vote.result"), limit=20000)
+    if timeline.empty and votes.empty:
+        st.info("No norm was stated, adopted, kept, broken or sanctioned in this run, and no limit was voted on. "
+                "(In the fishery, turn on `talk`, `sanctions` or `norm_formation`.)")
+        _limit_vs_take(run)
         return
-    totals = timeline.groupby("kind")["count"].sum()
-    c = st.columns(5)
-    for col, kind in zip(c, ("statement", "compliance", "violation", "sanction")):  # (and any other norm.* kind in the chart)
+    totals = timeline.groupby("kind")["count"].sum() if not timeline.empty else pd.Series(dtype=int)
+    c = st.columns(6)
+    for col, kind in zip(c, KINDS):
         col.metric(f"{kind}s", int(totals.get(kind, 0)))
     judged = totals.get("compliance", 0) + totals.get("violation", 0)
-    c[4].metric("compliance rate", f"{totals.get('compliance', 0) / judged:.0%}" if judged else "—")
-    st.altair_chart(charts.stacked_counts(timeline, x="tick", color="kind", title="Norm events per tick"), width="stretch")
-    wide = timeline.pivot_table(index="tick", columns="kind", values="count", fill_value=0).reset_index()
-    if {"compliance", "violation"} & set(wide.columns):
-        comp = wide.get("compliance", 0)
-        viol = wide.get("violation", 0)
-        wide["compliance_rate"] = comp / (comp + viol).replace(0, pd.NA)
-        st.altair_chart(charts.lines(wide, ["compliance_rate"], title="Compliance rate per tick"), width="stretch")
+    c[5].metric("compliance rate", f"{totals.get('compliance', 0) / judged:.0%}" if judged else "—")
+    last = int(run.get("ticks") or 0)
+    if not timeline.empty:
+        full = charts.norm_counts(timeline, last, KIND_COLOURS)
+        export.chart(full, f"{run['run_id']}-norm-events", key="norm-events")
+        wide = timeline.pivot_table(index="tick", columns="kind", values="count", fill_value=0)
+        wide = wide.reindex(range(1, max(last, int(wide.index.max())) + 1), fill_value=0).reset_index(names="tick")
+        if {"compliance", "violation"} & set(wide.columns):
+            comp = wide.get("compliance", 0)
+            viol = wide.get("violation", 0)
+            wide["compliance_rate"] = comp / (comp + viol).replace(0, pd.NA)
+            st.altair_chart(charts.metric(wide, "compliance_rate", unit="share", title="Compliance rate per tick "
+                                          "(no point: no compliance judged that tick)"), width="stretch")
+    _limit_vs_take(run)
+    _votes(votes)
 
     st.subheader("Stated and adopted norms")
     stated = q("events", run, run["run_id"], kinds=("norm.statement", "norm.adoption"), limit=2000)
@@ -52,6 +68,41 @@ def render(table: pd.DataFrame) -> None:
         st.dataframe(frame, hide_index=True, width="stretch")
         most = frame.groupby("target").size().sort_values(ascending=False).head(10)
         st.caption("Most sanctioned: " + ", ".join(f"agent {int(t)} ({n})" for t, n in most.items()))
+
+
+def _limit_vs_take(run: dict) -> None:
+    """The limit in force each tick (the state's `norm`) against the mean and largest take of that tick."""
+    cls = scenario_class(run["scenario"])
+    phase = getattr(cls, "usage_phase", None) if cls is not None else None
+    ticks = q("tick_frame", run, run["run_id"])
+    if not phase or ticks.empty or "state.norm" not in ticks:
+        return
+    stats = q("action_stats", run, run["run_id"], phase)
+    frame = ticks[["tick", "state.norm"]].rename(columns={"state.norm": "limit in force"}).merge(stats, on="tick", how="left")
+    st.subheader(f"The limit in force against the actual {phase}")
+    if frame["limit in force"].isna().all():
+        st.caption("No limit was in force during this run (none stated or adopted).")
+    units = getattr(cls, "metric_units", {}) or {}
+    unit = units.get("catch_mean", "")
+    figure = charts.lines(frame, ["limit in force", f"mean {phase}", f"largest {phase}"],
+                          title=f"Limit per agent vs {phase} per agent{f' ({unit})' if unit else ''}")
+    export.chart(figure, f"{run['run_id']}-limit", key="norm-limit")
+
+
+def _votes(votes: pd.DataFrame) -> None:
+    if votes.empty:
+        return
+    st.subheader("Votes on a limit")
+    results = votes[votes["kind"] == "vote.result"]
+    if not results.empty:
+        st.dataframe(pd.DataFrame({"tick": results["tick"], "winner": results["data"].map(lambda d: d.get("winner")),
+                                   "adopted": results["data"].map(lambda d: d.get("adopted")),
+                                   "rule": results["data"].map(lambda d: d.get("rule")),
+                                   "tally": results["data"].map(lambda d: ", ".join(f"{k}: {v}" for k, v in (d.get("tally") or {}).items()))}),
+                     hide_index=True, width="stretch")
+    cast = votes[votes["kind"] == "vote"]
+    if not cast.empty:
+        st.caption(f"{len(cast)} votes cast by {cast['actor'].nunique()} agents.")
 
 
 page(render)

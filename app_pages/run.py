@@ -12,8 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from analysis.frames import run_frames
-from app_pages import charts
-from app_pages.common import choose_run, clear_caches, db_url, metric_docs, page, q
+from app_pages import charts, export
+from app_pages.common import choose_run, clear_caches, db_url, metric_docs, page, q, scenario_class, tick_picker, url_tabs
 from sim.store.store import Store
 
 SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "perolat_peace"]
@@ -41,8 +41,9 @@ def render(table: pd.DataFrame) -> None:
     cols[3].metric("seed", run["seed"])
     cols[4].metric("backend", run["backend"])
     cols[5].metric("seconds", f"{detail.get('duration_s') or 0:.2f}")
-    if run.get("reason"):
-        st.caption(f"ended: {run['reason']}")
+    reason = run.get("reason")
+    if isinstance(reason, str) and reason.strip():
+        st.caption(f"ended: {reason}")
     if run["status"] == "running":
         c1, c2 = st.columns([4, 1])
         c1.info(f"Still running: {run['ticks']} ticks committed so far.")
@@ -52,11 +53,29 @@ def render(table: pd.DataFrame) -> None:
 
     ticks = q("tick_frame", run, run["run_id"])
     # only the open tab runs: the agents' aggregates scan every agent step of the run
-    tabs = st.tabs(list(TABS), key="run_tab", on_change="rerun")
+    tabs = url_tabs(list(TABS), "run_tab")
     for tab, show in zip(tabs, TABS.values()):
         if tab.open is not False:
             with tab:
                 show(run, detail, ticks)
+
+
+def guides(run: dict, detail: dict) -> tuple[dict[str, str], dict[str, list[tuple[float, str]]], frozenset[str]]:
+    """The scenario's units, reference lines (from this run's config) and clock metrics (not plotted)."""
+    cls = scenario_class(run["scenario"])
+    if cls is None:
+        return {}, {}, frozenset()
+    return (dict(getattr(cls, "metric_units", {}) or {}), cls.reference_lines(detail.get("config") or {}),
+            frozenset(getattr(cls, "clock_metrics", ()) or ()))
+
+
+def _grid(run: dict, ticks: pd.DataFrame, chosen: list[str], units: dict, lines: dict, key: str) -> None:
+    """One chart per series, three to a row, each with its unit and reference lines, each exportable."""
+    cols = st.columns(min(3, len(chosen)))
+    for i, name in enumerate(chosen):
+        with cols[i % len(cols)]:
+            export.chart(charts.metric(ticks, name, unit=units.get(name, ""), lines=lines.get(name, ())),
+                         f"{run['run_id']}-{name}", key=f"{key}-{name}")
 
 
 def _metrics(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
@@ -64,20 +83,23 @@ def _metrics(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
         st.info("No tick committed yet.")
         return
     docs = metric_docs(run)
-    metric_cols = [c for c in ticks.columns if c not in ("tick", "tick_seconds") and not c.startswith("state.")]
+    units, lines, clock = guides(run, detail)
+    metric_cols = [c for c in ticks.columns if c not in ("tick", "tick_seconds") and not c.startswith("state.") and c not in clock]
     social = [c for c in SOCIAL if c in metric_cols]
     own = [c for c in metric_cols if c not in social and not c.startswith("norm_")]
     if social:
-        st.altair_chart(charts.lines(ticks, social, title="Social metrics (Perolat et al. 2017), so far", independent=True),
-                        width="stretch")
-    chosen = st.multiselect("Scenario metrics", metric_cols, default=own[:8],
+        st.subheader("Social metrics (Perolat et al. 2017), so far")
+        _grid(run, ticks, social, units, lines, "social")
+    if clock:
+        st.caption(f"{', '.join(sorted(clock))}: the scenario's clock, not plotted (they are in the CSV download).")
+    chosen = st.multiselect("Scenario metrics", metric_cols, default=own[:6],
                             help="; ".join(f"{k}: {v}" for k, v in docs.items() if k in own))
     if chosen:
-        st.altair_chart(charts.lines(ticks, chosen, title=f"{run['scenario']} metrics", independent=len(chosen) > 1),
-                        width="stretch")
+        st.subheader(f"{run['scenario']} metrics")
+        _grid(run, ticks, chosen, units, lines, "metric")
     with st.expander("What the metrics mean"):
-        st.dataframe(pd.DataFrame([{"metric": k, "meaning": v} for k, v in docs.items() if k in metric_cols]),
-                     hide_index=True, width="stretch")
+        st.dataframe(pd.DataFrame([{"metric": k, "unit": units.get(k, ""), "meaning": v} for k, v in docs.items()
+                                   if k in metric_cols]), hide_index=True, width="stretch")
 
 
 def _trajectories(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
@@ -85,10 +107,10 @@ def _trajectories(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
     if not state_cols:
         st.info("This run's state snapshots hold no numbers to plot.")
         return
+    units, lines, _ = guides(run, detail)
     chosen = st.multiselect("State fields (resource, prices, opinions...)", state_cols, default=state_cols[:6])
     if chosen:
-        st.altair_chart(charts.lines(ticks, chosen, title="World state after each tick", independent=len(chosen) > 1),
-                        width="stretch")
+        _grid(run, ticks, chosen, units, lines, "state")
 
 
 def _agents(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
@@ -101,8 +123,7 @@ def _agents(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
     c1, c2 = st.columns(2)
     c1.altair_chart(charts.lines(stats, ["reward_mean"], title="Mean reward"), width="stretch")
     c2.altair_chart(charts.lines(stats, ["fallbacks"], title="Fallback decisions per tick"), width="stretch")
-    last = int(stats["tick"].max())
-    tick = st.slider("Payoffs at tick", 1, last, last) if last > 1 else last
+    tick = tick_picker(run, "Payoffs after tick") or int(stats["tick"].max())
     pays = q("payoffs_at", run, run["run_id"], tick)
     if not pays.empty:
         st.altair_chart(charts.histogram(pays, "payoff", title=f"Payoff distribution at tick {tick} ({len(pays)} agents)"),
@@ -138,6 +159,29 @@ def _download(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
     st.download_button("All tables (ZIP of CSVs: runs, ticks, agent_steps, events, llm_calls)",
                        data=lambda: _zip_tables(url, run_id), file_name=f"{run_id}-tables.zip", mime="application/zip")
     st.caption("The ZIP is built when you click; for very large runs prefer `societas export RUN_ID --format parquet`.")
+    export.report_button(f"Run {run['run_id']}", lambda: _report(run, detail, ticks), file_name=f"{run['run_id']}-report",
+                         key="run-report", subtitle=f"{run['scenario']} · seed {run['seed']} · {run['backend']} · "
+                                                    f"{run['status']} after {run['ticks']} ticks")
+
+
+def _report(run: dict, detail: dict, ticks: pd.DataFrame) -> list:
+    """The run on one page: what it is, its final metrics, its metrics over time, its config."""
+    units, lines, clock = guides(run, detail)
+    blocks: list = []
+    reason = run.get("reason")
+    if isinstance(reason, str) and reason:
+        blocks.append(("text", f"Ended: {reason}"))
+    final = detail.get("final_metrics") or {}
+    if final:
+        docs = metric_docs(run, final=True)
+        blocks += ["Final metrics", pd.DataFrame([{"metric": k, "value": v, "meaning": docs.get(k, "")} for k, v in final.items()])]
+    if not ticks.empty:
+        blocks.append("Metrics over time")
+        names = [c for c in ticks.columns if c not in ("tick", "tick_seconds") and not c.startswith("state.")
+                 and c not in clock and not c.startswith("norm_")]
+        blocks += [charts.metric(ticks, n, unit=units.get(n, ""), lines=lines.get(n, ())) for n in names[:12]]
+    blocks += ["Config", pd.DataFrame([{"field": k, "value": json.dumps(v, default=str)} for k, v in (detail.get("config") or {}).items()])]
+    return blocks
 
 
 TABS = {"Metrics": _metrics, "Trajectories": _trajectories, "Agents": _agents, "Final metrics": _final,

@@ -17,7 +17,7 @@ def test_migrated_schema_matches_the_models(store):
         diff = [d for d in compare_metadata(ctx, SQLModel.metadata) if not (isinstance(d, tuple) and d[0] == "remove_table")]
     assert diff == []
     with store.engine.connect() as conn:
-        assert MigrationContext.configure(conn).get_current_revision() == "0004"
+        assert MigrationContext.configure(conn).get_current_revision() == "0005"
 
 
 def test_reopening_a_store_keeps_its_runs(db_url):

@@ -594,6 +594,31 @@ class CommonsModel(SocietyModel):
             "gain_so_far": total_gain / len(catches),
         }
 
+    metric_units = {"stock": "tons", "stock_start": "tons", "catch_total": "tons", "catch_mean": "tons",
+                    "gain_so_far": "tons", "over_usage": "share", "state.stock": "tons"}
+
+    usage_phase = "harvest"
+
+    @classmethod
+    def usage_limit(cls, config: Any, state: Any, agents: int) -> Optional[float]:
+        """GovSim's sustainable share: stock_start x (1 - 1/regrowth) / fishers (a catch above it is over-usage)."""
+        start = (state or {}).get("stock_start")
+        if start is None or agents < 1:
+            return None
+        regrowth = float(dict(config or {}).get("regrowth", cls.Config.model_fields["regrowth"].default))
+        return float(start) * (1 - 1 / regrowth) / agents
+
+    @classmethod
+    def reference_lines(cls, config: Any) -> dict[str, list[tuple[float, str]]]:
+        """The stock's collapse threshold and the level from which the lake regrows to capacity in one month."""
+        c = dict(config or {})
+        fields = cls.Config.model_fields
+        capacity = float(c.get("capacity", fields["capacity"].default))
+        regrowth = float(c.get("regrowth", fields["regrowth"].default))
+        collapse = float(c.get("collapse_below", fields["collapse_below"].default))
+        lines = [(collapse, "collapse"), (capacity / regrowth, "sustainable: regrows to capacity")]
+        return {"stock": lines, "state.stock": lines}
+
     tick_metric_docs = {
         "stock": "tons in the lake after this month's fishing (before regrowth)",
         "stock_start": "tons in the lake at the start of this month",

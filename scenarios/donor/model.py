@@ -395,6 +395,14 @@ class DonorModel(SocietyModel):
             "punishments": float(self.round_punish),
         }
 
+    clock_metrics = frozenset({"generation", "game", "round"})
+    metric_units = {"mean_resources": "units", "units_given": "units", "donation_rate": "share", "punishments": "donors"}
+
+    def agent_profile(self, agent: Any) -> dict[str, Any]:
+        """A player: its generation and the parent whose strategy it inherited."""
+        return {**super().agent_profile(agent), "role": "donor", "generation": int(agent.generation),
+                "parent": agent.parent}
+
     tick_metric_docs = {
         "generation": "generation being played (1-based)",
         "game": "game of the generation (1 or 2)",

@@ -538,6 +538,18 @@ class MarketModel(SocietyModel):
             "needs_met_rate_so_far": t["met"] / n,
         }
 
+    metric_units = {"welfare": "utility", "revenue": "money", "welfare_so_far": "utility", "payments": "customers",
+                    "messages": "inquiries", "proposals": "proposals", "active_customers": "customers"}
+
+    def agent_profile(self, agent: Any) -> dict[str, Any]:
+        """A customer's assistant or a business's agent, with the customer's or business's id and name."""
+        base = super().agent_profile(agent)
+        if isinstance(agent, Shopper):
+            return {**base, "role": "customer", "name": agent.customer.name, "ref": agent.customer.id}
+        if isinstance(agent, Seller):
+            return {**base, "role": "business", "name": agent.business.name, "ref": agent.business.id}
+        return base
+
     tick_metric_docs = {
         "payments": "customers who paid a proposal this tick",
         "welfare": "sum of the utilities customers realised this tick (2 x request value if needs met, minus payment)",

@@ -534,6 +534,10 @@ class SocialModel(SocietyModel):
             out.update(self.expensive)
         return out
 
+    metric_units = {"follow_edges": "edges", "state.follow_edges": "edges", "posts": "posts", "comments": "comments",
+                    "upvotes": "votes", "downvotes": "votes", "follows": "follows", "unfollows": "follows",
+                    "active": "members", "idle": "members"}
+
     tick_metric_docs = {
         "active": "members active this tick (each with its own activity rate)",
         "posts": "posts written this tick", "comments": "comments written this tick",
@@ -620,6 +624,11 @@ class SocialModel(SocietyModel):
         "post_rate_after_ignored": "same after posts with no vote and no reply",
         "reward_responsiveness": "post_rate_after_upvoted - post_rate_after_ignored",
     }
+
+    def initial_state(self) -> dict[str, Any]:
+        """The seeded follow graph as [follower, followee] agent ids: the events carry only the run's changes."""
+        uid = self.uid.tolist()
+        return {"follows": [[uid[u], uid[v]] for u, v in self.graph.edges]}
 
     def state(self) -> dict[str, Any]:
         """Aggregates only: per-member actions are in agent_steps, messages in events."""

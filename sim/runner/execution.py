@@ -125,6 +125,7 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
                     now = time.perf_counter()
                     if plan.commit(record):  # a replayed tick is checked, not stored again
                         store.record_tick(run_id, record, calls, duration_s=now - tick_started[0])
+                    store.add_agents(run_id, model.take_joined())  # (idempotent: a replayed tick's are there)
                     tick_started[0] = now
                 if progress is not None:
                     progress(record.tick, total, record)
@@ -134,6 +135,7 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
             if spec.rollout is not None:  # a rollout's decisions after its branch tick draw seeds of their own
                 model.seeds = SeedStream(spec.seed, model.profile.rng, tuple(spec.rollout))
             plan.attach(model)
+            store.set_initial(run_id, model.initial_state())
             last = total if stop_after is None else min(total, stop_after)
             while model.running and model.tick < last:
                 model.step()

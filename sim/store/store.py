@@ -27,7 +27,7 @@ from sim.core.spec import RunSpec
 from sim.store.encoding import dumps, json_safe
 from sim.store.schema import as_url, make_engine
 from sim.store.snapshots import TickSnapshot
-from sim.store.tables import RUN_STATUSES, AgentStep, EventRow, LLMCall, Run, SweepRow, Tick, utc_now
+from sim.store.tables import RUN_STATUSES, AgentStep, EventRow, LLMCall, Run, RunAgent, SweepRow, Tick, utc_now
 
 
 def _shield_methods(cls: type) -> type:
@@ -108,6 +108,34 @@ class Store:
                 conn.execute(insert(LLMCall.__table__), [_call_row(c) for c in calls])
             conn.execute(update(Run.__table__).where(Run.__table__.c.id == run_id).values(ticks=t, heartbeat_at=utc_now()))
 
+    def set_initial(self, run_id: str, initial: dict[str, Any]) -> None:
+        """Store what the run starts from (`SocietyModel.initial_state`), once: a run that has it keeps it (a resumed
+        or forked run rebuilds the same world from its seed)."""
+        runs = Run.__table__
+        with self.engine.begin() as conn:  # (a JSON column stores None as JSON null, which IS NULL does not match)
+            if conn.execute(sa_select(runs.c.initial).where(runs.c.id == run_id)).scalar() is None:
+                conn.execute(update(runs).where(runs.c.id == run_id).values(initial=json_safe(initial)))
+
+    def add_agents(self, run_id: str, profiles: Sequence[dict[str, Any]]) -> None:
+        """Store the agents that joined (`SocietyModel.take_joined`): those already stored are left as they are, so
+        a resumed run's replayed ticks add nothing twice."""
+        if not profiles:
+            return
+        table = RunAgent.__table__
+        core = ("agent_id", "joined", "role", "policy", "strategy", "persona")
+        with self.engine.begin() as conn:
+            have = set(conn.execute(sa_select(table.c.agent_id).where(table.c.run_id == run_id)).scalars())
+            rows = [{"run_id": run_id, **{k: p.get(k) for k in core},
+                     "profile": json_safe({k: v for k, v in p.items() if k not in core})}
+                    for p in profiles if int(p["agent_id"]) not in have]
+            if rows:
+                conn.execute(insert(table), rows)
+
+    def run_agents(self, run_id: str) -> list[RunAgent]:
+        """The agents of a run, by id ([] for runs stored before `run_agents`)."""
+        with Session(self.engine) as s:
+            return list(s.exec(select(RunAgent).where(RunAgent.run_id == run_id).order_by(RunAgent.agent_id)))
+
     def finish_run(self, run_id: str, status: str, reason: Optional[str], duration_s: float,
                    final_metrics: Optional[dict[str, Any]] = None) -> None:
         """Close a run: its status, reason, the final summary (whole-run metrics), whether the cache served it all."""
@@ -147,7 +175,7 @@ class Store:
         with self.engine.begin() as conn:
             if conn.execute(sa_select(runs.c.id).where(runs.c.id == run_id)).first() is None:
                 return False
-            for table in (LLMCall, EventRow, AgentStep, Tick):
+            for table in (LLMCall, EventRow, AgentStep, Tick, RunAgent):
                 conn.execute(delete(table.__table__).where(table.__table__.c.run_id == run_id))
             conn.execute(delete(runs).where(runs.c.id == run_id))
         return True
@@ -284,7 +312,8 @@ class Store:
         return run.id
 
     def copy_ticks(self, parent_id: str, fork_id: str, upto: int) -> None:
-        """Copy a parent's ticks 1..upto (ticks, agent steps, events, LLM calls as cache hits) into a fork, at once."""
+        """Copy a parent's ticks 1..upto (ticks, agent steps, events, LLM calls as cache hits) into a fork, at once.
+        (Its initial state and agents are the fork's own model's, stored as it replays: the same world.)"""
         t, s, e, c = Tick.__table__, AgentStep.__table__, EventRow.__table__, LLMCall.__table__
         with self.engine.begin() as conn:
             for table, order, cols, replace in (

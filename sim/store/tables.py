@@ -49,6 +49,23 @@ class Run(SQLModel, table=True):
     owner_pid: Optional[int] = None  # the process running it, and where: tells a live run from a stale one
     owner_host: Optional[str] = None
     heartbeat_at: Optional[datetime] = None
+    # what the run starts from that its events do not carry (SocietyModel.initial_state); NULL before 0005
+    initial: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+
+
+class RunAgent(SQLModel, table=True):
+    """An agent that took part in a run: who it is (SocietyModel.agent_profile) and the tick it joined (0: at the
+    start). Written as agents join, so a run that gains agents (the donor game's generations) lists them all."""
+
+    __tablename__ = "run_agents"
+    run_id: str = Field(foreign_key="runs.id", primary_key=True)
+    agent_id: int = Field(primary_key=True)
+    joined: int
+    role: str
+    policy: Optional[str] = None
+    strategy: Optional[str] = None
+    persona: Optional[str] = Field(default=None, sa_column=Column(Text))
+    profile: dict = Field(default_factory=dict, sa_column=Column(JSON))
 
 
 class SweepRow(SQLModel, table=True):

@@ -58,6 +58,13 @@ class SocietyModel(mesa.Model):
     #: the scenario's own reward components (`reward_components`), beside the common ones
     #: (sim.reward.components.COMMON_COMPONENTS): name -> what it is
     component_docs: ClassVar[Mapping[str, str]] = {}
+    #: units of the scenario's per-tick metrics and state fields, for axes and tables: name -> unit ("tons")
+    metric_units: ClassVar[Mapping[str, str]] = {}
+    #: per-tick metrics that are the scenario's clock (generation, game, round), not measurements: never plotted
+    clock_metrics: ClassVar[frozenset[str]] = frozenset()
+    #: the phase whose numeric action takes from a common resource (the fishery's `harvest`): each agent's is
+    #: compared with `usage_limit` for its over-usage (GovSim's per-persona view); None: no such phase
+    usage_phase: ClassVar[Optional[str]] = None
     #: config fields a fork may change mid-run: those the model reads as it goes (each tick, each game), not
     #: only when it builds the world. The reward layer's (reward_mode, lam, feedback) and the horizon always
     #: may; a fork that changes any other field is refused before it is stored
@@ -83,6 +90,7 @@ class SocietyModel(mesa.Model):
     ) -> None:
         super().__init__(seed=seed)
         self._roster = Roster([], random=self.random)  # model.agents (see `agents`)
+        self._joined: list[tuple[mesa.Agent, int]] = []  # agents not yet handed to the store (`take_joined`)
         self.config = config
         self.seed = seed
         self.contract = contract  # the run spec's decision contract: how decisions are made (sim.core.profiles)
@@ -145,6 +153,34 @@ class SocietyModel(mesa.Model):
         """The scenario's own metrics after this tick."""
         return {}
 
+    @classmethod
+    def reference_lines(cls, config: Mapping[str, Any]) -> dict[str, list[tuple[float, str]]]:
+        """Lines a chart of a metric or state field draws beside the data (metric -> [(value, label)]), from the
+        run's config: e.g. the fishery's collapse threshold and sustainable stock. None by default."""
+        return {}
+
+    @classmethod
+    def usage_limit(cls, config: Mapping[str, Any], state: Mapping[str, Any], agents: int) -> Optional[float]:
+        """The most one agent may take in a tick without over-using the resource, from the tick's stored state and
+        the number of agents who acted (`usage_phase`); None where there is no such limit."""
+        return None
+
+    def initial_state(self) -> dict[str, Any]:
+        """What the run starts from that its events do not carry (e.g. the seeded follow graph), as plain data;
+        stored once per run (`runs.initial`), so a page can rebuild the world at any tick. Nothing by default."""
+        return {}
+
+    def agent_profile(self, agent: Any) -> dict[str, Any]:
+        """Who an agent is, stored once per agent (`run_agents`): role, policy, strategy, persona, and any plain
+        data a scenario adds (a business's name, a donor's generation). The role is the agent's class by default."""
+        return {"role": type(agent).__name__.lower(), "policy": getattr(agent, "policy", None),
+                "strategy": getattr(agent, "strategy", None), "persona": getattr(agent, "persona", "") or ""}
+
+    def take_joined(self) -> list[dict[str, Any]]:
+        """Profiles (`agent_profile` + id and the tick it joined) of the agents that joined since the last call."""
+        joined, self._joined = self._joined, []
+        return [{"agent_id": int(a.unique_id), "joined": tick, **self.agent_profile(a)} for a, tick in joined]
+
     def state(self) -> dict[str, Any]:
         """A plain-data snapshot of the world after this tick."""
         return {}
@@ -190,6 +226,7 @@ class SocietyModel(mesa.Model):
     def register_agent(self, agent: mesa.Agent) -> None:
         super().register_agent(agent)
         self._roster.add(agent)
+        self._joined.append((agent, self.steps))
 
     def deregister_agent(self, agent: mesa.Agent) -> None:
         super().deregister_agent(agent)
@@ -207,6 +244,7 @@ class SocietyModel(mesa.Model):
         models, would keep them all (a 200-member community is ~1 MB). Dropping this model's counter is the
         only change; call it when no agent will be added any more.
         """
+        self._joined = []
         counters = getattr(mesa.Agent, "_ids", None)
         if isinstance(counters, dict):
             counters.pop(self, None)
