@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,6 +17,7 @@ from scenarios import REGISTRY  # noqa: E402
 from sim.runner.config import build_spec  # noqa: E402
 from sim.runner.execution import RunFailed, execute  # noqa: E402
 from sim.store.store import Store  # noqa: E402
+from tests import browser  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -264,69 +261,18 @@ def test_delete_asks_for_confirmation_then_deletes(tmp_path, monkeypatch):
 
 
 # ----- a real browser ---------------------------------------------------------------------------
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if os.path.exists("/usr/bin/chromedriver") else None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="chromium and chromium-driver are not installed "
+@pytest.mark.skipif(not browser.available(), reason="chromium and chromium-driver are not installed "
                     "(apt-get install chromium chromium-driver; .ci/run installs them)")
 def test_browser_shows_a_run_chart_and_its_network(filled, tmp_path):
     """Headless Chromium opens the served app, goes to a run and to its network: charts render; a screenshot is saved."""
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    port = _free_port()
-    log = open(tmp_path / "streamlit.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", APP, "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-         "--", "--db", filled["url"]], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    driver = None
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
-        while True:
-            try:
-                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                pass
-            assert time.time() < deadline, (tmp_path / "streamlit.log").read_text()
-            time.sleep(0.5)
-        opts = webdriver.ChromeOptions()
-        opts.binary_location = CHROMIUM if not os.path.exists("/usr/lib/chromium/chromium") else "/usr/lib/chromium/chromium"
-        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                     "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1400,1800"):
-            opts.add_argument(flag)
-        from selenium.webdriver.chrome.service import Service
-
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-        wait = WebDriverWait(driver, 60)
-        run_id = filled["ids"]["rich"]
-
-        driver.get(f"{base}/run?run={run_id}")
-        wait.until(ec.text_to_be_present_in_element((By.TAG_NAME, "h1"), f"Run {run_id}"))
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid='stVegaLiteChart'] canvas, "
-                                                              "[data-testid='stVegaLiteChart'] svg"))
+    pytest.importorskip("selenium.webdriver")
+    run_id = filled["ids"]["rich"]
+    with browser.served_app(filled["url"], tmp_path / "streamlit.log") as base, browser.chrome() as driver:
+        browser.open_page(driver, f"{base}/run?run={run_id}", f"Run {run_id}")
         driver.save_screenshot(str(tmp_path / "run.png"))
-
-        driver.get(f"{base}/network?run={run_id}")
-        wait.until(ec.text_to_be_present_in_element((By.TAG_NAME, "h1"), "Network of run"))
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid='stVegaLiteChart'] canvas, "
-                                                              "[data-testid='stVegaLiteChart'] svg"))
-        wait.until(lambda d: "Network metrics" in d.find_element(By.TAG_NAME, "body").text)
-        body = driver.find_element(By.TAG_NAME, "body").text
-        assert "reciprocity" in body and "Traceback" not in body
-        time.sleep(1.0)  # let the chart finish drawing before the picture
+        body = browser.open_page(driver, f"{base}/network?run={run_id}", "Network of run")
+        assert "reciprocity" in body and "Network metrics" in body and "Traceback" not in body
         shot = tmp_path / "network.png"
         driver.save_screenshot(str(shot))
         assert shot.stat().st_size > 10_000
@@ -335,12 +281,3 @@ def test_browser_shows_a_run_chart_and_its_network(filled, tmp_path):
             Path(keep).mkdir(parents=True, exist_ok=True)
             for name in ("run.png", "network.png"):
                 shutil.copy(tmp_path / name, Path(keep) / name)
-    finally:
-        if driver is not None:
-            driver.quit()
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()

@@ -18,7 +18,7 @@ from analysis import queries  # noqa: E402
 from sim.runner.config import build_spec  # noqa: E402
 from sim.runner.execution import execute  # noqa: E402
 from sim.store.store import Store  # noqa: E402
-from tests.test_app import APP, _walk  # noqa: E402
+from tests.test_app import APP  # noqa: E402
 
 RICH = ["fishers=5", "sanctions=true", "population=[{count: 2, strategy: greedy}, {count: 3, strategy: sustainable}]"]
 
