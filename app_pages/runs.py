@@ -1,35 +1,68 @@
-"""Runs: every stored run with its scenario, status, seed, backend, ticks and key metrics;
-filter, sort, open one, delete with confirmation."""
+"""Runs: every stored run with its scenario, status, seed, policy, backend, ticks, the config fields that differ
+between the listed runs, and key metrics; filter (kept in the URL: ?scenario=&status=&q=), sort, open one,
+delete with confirmation."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import clear_caches, db_url, page
+from analysis import launcher
+from app_pages.common import clear_caches, db_url, page, set_url, url_list, url_value
 from sim.store.store import Store
 
 KEY_METRICS = 6
 
 
+def _from_url(key: str, url_key: str, options: list[str]) -> None:
+    """Seed a multiselect's state from the URL (`?scenario=a,b`) the first time; keep only values it offers."""
+    if key not in st.session_state:
+        st.session_state[key] = [v for v in url_list(url_key) if v in options]
+    else:
+        st.session_state[key] = [v for v in st.session_state[key] if v in options]
+
+
+def _haystack(view: pd.DataFrame) -> pd.Series:
+    """What the search matches, per run: its id, scenario, policy, backend, reason, sweep and parent, config values."""
+    parts = [view[c].fillna("").astype(str) for c in ("run_id", "scenario", "policy", "backend", "reason",
+                                                     "sweep_id", "parent_id") if c in view]
+    hay = parts[0]
+    for p in parts[1:]:
+        hay = hay + " " + p
+    return hay + " " + view["config"].map(launcher.config_text)
+
+
 def render(table: pd.DataFrame) -> None:
+    """The filtered, sorted list of runs; open one; delete some."""
     st.title("Runs")
     c1, c2, c3 = st.columns([2, 2, 3])
-    scenarios = c1.multiselect("Scenario", sorted(table["scenario"].unique()))
-    statuses = c2.multiselect("Status", sorted(table["status"].unique()))
-    text = c3.text_input("Search (run id, backend, reason)")
+    scenario_options = sorted(table["scenario"].unique())
+    status_options = sorted(table["status"].unique())
+    _from_url("runs.scenario", "scenario", scenario_options)
+    _from_url("runs.status", "status", status_options)
+    if "runs.q" not in st.session_state:
+        st.session_state["runs.q"] = url_value("q") or ""
+    scenarios = c1.multiselect("Scenario", scenario_options, key="runs.scenario")
+    statuses = c2.multiselect("Status", status_options, key="runs.status")
+    text = c3.text_input("Search (run id, backend, reason, config values: e.g. strategy=greedy)", key="runs.q").strip()
+    set_url("scenario", scenarios)
+    set_url("status", statuses)
+    set_url("q", text or None)
     view = table
     if scenarios:
         view = view[view["scenario"].isin(scenarios)]
     if statuses:
         view = view[view["status"].isin(statuses)]
     if text:
-        hay = view["run_id"] + " " + view["backend"].astype(str) + " " + view["reason"].fillna("").astype(str)
-        view = view[hay.str.contains(text, case=False, regex=False)]
+        view = view[_haystack(view).str.contains(text, case=False, regex=False)]
+    config_cols = launcher.varying_config(view["config"].tolist(), skip=("reward_mode",))
+    config_cols.index = view.index
+    view = pd.concat([view, config_cols], axis=1)
 
     metric_cols = [c for c in view.columns if c.startswith("m.") and view[c].notna().any()]
     shown = ["run_id", "scenario", "status", "seed", "policy", "backend", "ticks", "reward_mode", "created_at", "duration_s"]
     shown += [c for c in ("sweep_id", "parent_id") if c in view and view[c].notna().any()]
+    shown += list(config_cols.columns)
     shown += metric_cols[:KEY_METRICS] if len(set(view["scenario"])) != 1 else metric_cols
     s1, s2 = st.columns([3, 1])
     sort_by = s1.selectbox("Sort by", shown, index=shown.index("created_at"))
