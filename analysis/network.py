@@ -20,8 +20,8 @@ EXACT_CLUSTERING_MAX = 2000
 def build_graph(edges: pd.DataFrame) -> nx.DiGraph:
     """A directed graph with a `weight` per edge from a (source, target, weight) frame."""
     g = nx.DiGraph()
-    for s, t, w in edges[["source", "target", "weight"]].itertuples(index=False):
-        g.add_edge(int(s), int(t), weight=float(w))
+    g.add_weighted_edges_from(zip(edges["source"].astype(int).tolist(), edges["target"].astype(int).tolist(),
+                                  edges["weight"].astype(float).tolist()))
     return g
 
 

@@ -14,6 +14,8 @@ from app_pages import charts, export
 from app_pages.common import choose_agent, choose_run, page, q, scenario_class, url_tabs
 
 MAX_LINES = 40
+#: agent steps above which the over-usage count waits to be asked for (it reads every decision)
+BIG_RUN = 200_000
 
 
 def _short(value: object, limit: int = 120) -> str:
@@ -46,7 +48,12 @@ def _all(run: dict, agents: pd.DataFrame) -> None:
     totals = q("agent_totals", run, run["run_id"])
     detail = q("get_run", run, run["run_id"]) or {}
     cls = scenario_class(run["scenario"])
-    usage = q("over_usage", run, run["run_id"], run["scenario"], detail.get("config") or {}) if cls is not None else None
+    usage = None
+    if getattr(cls, "usage_phase", None):
+        big = len(agents) * int(run.get("ticks") or 0) > BIG_RUN
+        if not big or st.toggle("Count over-usage", help=f"reads every `{cls.usage_phase}` decision of the run: "
+                                                          "seconds on a run of a million agent steps"):
+            usage = q("over_usage", run, run["run_id"], run["scenario"], detail.get("config") or {})
     frame = agents.merge(totals, on="agent_id", how="left")
     if usage is not None:
         frame = frame.merge(usage, on="agent_id", how="left")

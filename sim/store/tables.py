@@ -117,7 +117,7 @@ class EventRow(SQLModel, table=True):
     """Messages, harvests, sanctions, norm events, trades."""
 
     __tablename__ = "events"
-    __table_args__ = (Index("ix_events_run_id_tick", "run_id", "tick"),)
+    __table_args__ = (Index("ix_events_run_id_tick", "run_id", "tick"), Index("ix_events_run_id_kind", "run_id", "kind"))
     id: Optional[int] = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="runs.id")
     tick: int

@@ -1,7 +1,7 @@
 """What a run starts from and who takes part: `runs.initial` (the scenario's initial state that its events do not
 carry, e.g. the seeded follow graph) and `run_agents` (one row per agent that ever took part: its role, policy,
 strategy, persona, the tick it joined, and any profile data its scenario adds). Runs stored before have neither;
-the app then falls back to what the agent steps and events show.
+the app then falls back to what the agent steps and events show. And an index of events by (run, kind).
 
 Revision ID: 0005
 Revises: 0004
@@ -30,9 +30,12 @@ def upgrade() -> None:
         sa.Column("persona", sa.Text()),
         sa.Column("profile", sa.JSON()),
     )
+    # the pages' event filters (follows of the network, norm events, a kind in the event log) go by run and kind
+    op.create_index("ix_events_run_id_kind", "events", ["run_id", "kind"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_events_run_id_kind", table_name="events")
     op.drop_table("run_agents")
     with op.batch_alter_table("runs") as batch:
         batch.drop_column("initial")
