@@ -97,10 +97,11 @@ def test_network_metrics_and_sample():
 
 
 def test_kaplan_meier_and_mean_ci():
-    """KM steps down at each collapse time among those at risk; censored runs only leave the risk set."""
+    """KM steps down at each collapse time among those at risk; censored runs only leave the risk set; the curve
+    goes on to the last censoring time (the horizon), not only to the last collapse."""
     km = cmp.kaplan_meier([2, 2, 5, 12, 12], [True, False, True, False, False])
-    assert km["survival"].tolist() == pytest.approx([1.0, 0.8, 0.8 * (1 - 1 / 3)])
-    assert km["time"].tolist() == [0.0, 2.0, 5.0]
+    assert km["survival"].tolist() == pytest.approx([1.0, 0.8, 0.8 * (1 - 1 / 3), 0.8 * (1 - 1 / 3)])
+    assert km["time"].tolist() == [0.0, 2.0, 5.0, 12.0]
     ci = cmp.mean_ci([1.0, 2.0, 3.0])
     assert ci["mean"] == 2.0 and 1.0 <= ci["lo"] < 2.0 < ci["hi"] <= 3.0 and ci["n"] == 3
     assert cmp.mean_ci([None, float("nan")])["n"] == 0
