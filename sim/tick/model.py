@@ -90,7 +90,9 @@ class SocietyModel(mesa.Model):
     ) -> None:
         super().__init__(seed=seed)
         self._roster = Roster([], random=self.random)  # model.agents (see `agents`)
-        self._joined: list[tuple[mesa.Agent, int]] = []  # agents not yet handed to the store (`take_joined`)
+        # agents not yet handed to the store (`take_joined`): unique_id -> (agent, tick joined); one that leaves first is
+        # kept as its profile only, so the model never holds an agent that has left
+        self._joined: dict[int, tuple[Any, int]] = {}
         self.config = config
         self.seed = seed
         self.contract = contract  # the run spec's decision contract: how decisions are made (sim.core.profiles)
@@ -178,8 +180,11 @@ class SocietyModel(mesa.Model):
 
     def take_joined(self) -> list[dict[str, Any]]:
         """Profiles (`agent_profile` + id and the tick it joined) of the agents that joined since the last call."""
-        joined, self._joined = self._joined, []
-        return [{"agent_id": int(a.unique_id), "joined": tick, **self.agent_profile(a)} for a, tick in joined]
+        joined, self._joined = self._joined, {}
+        return [self._profile(a, tick) if not isinstance(a, dict) else a for a, tick in joined.values()]
+
+    def _profile(self, agent: Any, tick: int) -> dict[str, Any]:
+        return {"agent_id": int(agent.unique_id), "joined": tick, **self.agent_profile(agent)}
 
     def state(self) -> dict[str, Any]:
         """A plain-data snapshot of the world after this tick."""
@@ -226,11 +231,14 @@ class SocietyModel(mesa.Model):
     def register_agent(self, agent: mesa.Agent) -> None:
         super().register_agent(agent)
         self._roster.add(agent)
-        self._joined.append((agent, self.steps))
+        self._joined[agent.unique_id] = (agent, self.steps)
 
     def deregister_agent(self, agent: mesa.Agent) -> None:
         super().deregister_agent(agent)
         self._roster.remove(agent)
+        pending = self._joined.get(agent.unique_id)
+        if pending is not None and pending[0] is agent:  # left before the store heard of it: keep who it was
+            self._joined[agent.unique_id] = (self._profile(agent, pending[1]), pending[1])
 
     def agent_map(self) -> Mapping[int, mesa.Agent]:
         """unique_id -> agent, for every agent present (kept by the Roster: rebuilt only when agents change)."""
@@ -244,7 +252,7 @@ class SocietyModel(mesa.Model):
         models, would keep them all (a 200-member community is ~1 MB). Dropping this model's counter is the
         only change; call it when no agent will be added any more.
         """
-        self._joined = []
+        self._joined = {}
         counters = getattr(mesa.Agent, "_ids", None)
         if isinstance(counters, dict):
             counters.pop(self, None)
