@@ -31,6 +31,7 @@ def render(table: pd.DataFrame) -> None:
     if tick is None:
         return
     follows = q("follow_edges", run, run["run_id"], tick)
+    stored_start = q("initial_state", run, run["run_id"]) is not None
     kinds = ["follow graph"] if follows is not None else []
     kinds.append("interactions")
     c1, c2, c3 = st.columns(3)
@@ -40,11 +41,14 @@ def render(table: pd.DataFrame) -> None:
     max_nodes = c3.slider("Nodes drawn (highest degree)", 20, 1000, MAX_DRAWN, step=20)
     if kind == "follow graph":
         edges = follows
-        if q("initial_state", run, run["run_id"]) is None:
+        if not stored_start:
             st.warning("This run was stored before runs kept their seeded follow graph: only the follows made during "
                        "the run are drawn, so edges and reciprocity here are not the run's own.")
     else:
         edges = q("interaction_edges", run, run["run_id"], tick, cumulative=cumulative)
+        if not stored_start and follows is None:
+            st.caption("This run was stored before runs kept what they start from: a graph its scenario seeded (the "
+                       "social scenario's follows) cannot be drawn for it; its interactions can.")
     if edges is None or edges.empty:
         kinds_df = q("event_kinds", run, run["run_id"])
         st.info(f"No {'follows' if kind == 'follow graph' else 'interactions between agents'} up to tick {tick}. "
