@@ -19,6 +19,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from scenarios.registry import REGISTRY
 from sim.reward.intervals import finite, is_rate, mean_interval
 
 #: columns of `summarise`, `survival`'s summary, `over_time` and `legend`
@@ -171,8 +172,6 @@ def run_values(runs: pd.DataFrame, by: pd.Series, metric: str) -> pd.DataFrame:
 def horizons(runs: pd.DataFrame) -> pd.Series:
     """Each run's horizon in ticks: its config's horizon field (`months`, ...) for a registered scenario, else its
     committed ticks."""
-    from scenarios.registry import REGISTRY
-
     out = []
     for _, r in runs.iterrows():
         field = getattr(REGISTRY.get(r["scenario"]), "horizon_field", "") or ""
@@ -267,23 +266,17 @@ def over_time(frames: Mapping[str, pd.DataFrame], groups: Mapping[str, str], met
 
 def scenario_units(scenario: str) -> dict[str, str]:
     """The scenario's units of its per-tick metrics (`metric_units`), {} when it declares none or is unknown."""
-    from scenarios.registry import REGISTRY
-
     return dict(getattr(REGISTRY.get(scenario), "metric_units", None) or {})
 
 
 def clock_metrics(scenario: str) -> frozenset[str]:
     """Per-tick metrics that are the scenario's clock (never plotted)."""
-    from scenarios.registry import REGISTRY
-
     return frozenset(getattr(REGISTRY.get(scenario), "clock_metrics", None) or ())
 
 
 def reference_lines(runs: pd.DataFrame, by: pd.Series, metric: str) -> pd.DataFrame:
     """The scenario's reference lines for `metric` (`reference_lines(config)` of its class): value, label, group.
     A line every group shares has group '' (drawn once); one that differs between groups names its group."""
-    from scenarios.registry import REGISTRY
-
     rows = []
     for group, idx in runs.groupby(by.values).groups.items():
         first = runs.loc[idx[0]]

@@ -17,7 +17,7 @@ from sqlalchemy import String, and_, cast, func, or_, select, type_coerce
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.elements import ColumnElement
 
-from analysis.queries import EVENTS, STEPS, TEXT_KEYS, TICKS, _json
+from analysis.queries import EVENTS, STEPS, TEXT_KEYS, TICKS, json_value
 
 #: event kinds that are said without a text: the market's structured offers and payments
 STRUCTURED_KINDS = ("proposal", "payment")
@@ -143,7 +143,7 @@ def conversation_page(engine: Engine, run_id: str, kinds: Sequence[str], *, agen
             select(e.id, e.tick, e.kind, e.actor, e.target, e.data).where(and_(*cond))
             .order_by(e.tick, e.id).limit(int(limit)).offset(int(offset))).mappings().all()]
     for r in rows:
-        r["data"] = _json(r["data"]) or {}
+        r["data"] = json_value(r["data"]) or {}
         r["text"] = _text_of(r["data"])
     return pd.DataFrame(rows, columns=CONVERSATION_COLUMNS), total
 
@@ -169,7 +169,7 @@ def thread_items(engine: Engine, run_id: str, item_ids: Iterable[int], up_to_tic
                 rows += conn.execute(q if up_to_tick is None else q.where(e.tick <= int(up_to_tick))).all()
             parents: set[int] = set()
             for tick, kind, actor, data in rows:
-                data = _json(data) or {}
+                data = json_value(data) or {}
                 item = int(data["item"])
                 parent = data.get("parent")
                 parent = None if parent is None or int(parent) < 0 else int(parent)
@@ -293,7 +293,7 @@ def log_page(engine: Engine, run_id: str, *, kinds: Optional[Sequence[str]] = No
                                 dialect=engine.dialect.name)
             for r in conn.execute(select(e.id, e.tick, e.kind, e.actor, e.target, e.data).where(and_(*cond))
                                   .order_by(e.tick, e.id).limit(e_take).offset(e_skip)).mappings():
-                data = _json(r["data"]) or {}
+                data = json_value(r["data"]) or {}
                 rows.append({"tick": r["tick"], "type": "event", "kind": r["kind"], "agent": r["actor"], "target": r["target"],
                              "detail": _event_detail(r["kind"], data), "payoff": None, "reward": None, "fallback": None,
                              "reason": None, "id": r["id"], "_order": 0})
@@ -303,7 +303,7 @@ def log_page(engine: Engine, run_id: str, *, kinds: Optional[Sequence[str]] = No
                                          s.reason).where(and_(*cond))
                                   .order_by(s.tick, s.agent_id, s.id).limit(d_take).offset(d_skip)).mappings():
                 rows.append({"tick": r["tick"], "type": DECISION, "kind": r["backend"], "agent": r["agent_id"],
-                             "target": None, "detail": _compact(_json(r["action"]) or {}), "payoff": r["payoff"],
+                             "target": None, "detail": _compact(json_value(r["action"]) or {}), "payoff": r["payoff"],
                              "reward": r["reward"], "fallback": bool(r["fallback"]), "reason": r["reason"], "id": r["id"],
                              "_order": 1})
     rows.sort(key=lambda r: (r["tick"], r["_order"]))  # stable: each part is already in its order
@@ -320,4 +320,4 @@ def tick_record(engine: Engine, run_id: str, tick: int) -> dict[str, Any]:
         r = conn.execute(select(t.metrics, t.state, t.duration_s).where(t.run_id == run_id, t.tick == int(tick))).first()
     if r is None:
         return {}
-    return {"metrics": _json(r[0]) or {}, "state": _json(r[1]) or {}, "duration_s": r[2]}
+    return {"metrics": json_value(r[0]) or {}, "state": json_value(r[1]) or {}, "duration_s": r[2]}

@@ -28,7 +28,7 @@ from sim.core.errors import UsageError
 from sim.core.fields import describe_fields
 from sim.core.spec import LLMSpec, RunSpec
 from sim.runner.backends import preflight
-from sim.runner.config import MAX_CONFIG_BYTES, build_spec, parse_sets, safe_yaml, validate_config
+from sim.runner.config import MAX_CONFIG_BYTES, build_spec, llm_overrides, parse_sets, safe_yaml, validate_config
 from sim.runner.data import DATA_KEY, check_data
 from sim.runner.execution import horizon
 from sim.runner.probing import refuse_probe_run
@@ -264,9 +264,8 @@ class LLMChoice:
 
     def overrides(self) -> dict[str, Any]:
         """What the run command makes of --model, --llm and --llm-arg (its own code)."""
-        from sim.cli.running import _llm_overrides  # the CLI's parser of these flags (imports typer: only here)
 
-        return _llm_overrides(self.model or None, self.cls or None, list(self.args))
+        return llm_overrides(self.model or None, self.cls or None, list(self.args))
 
     def flags(self) -> list[str]:
         """The options on the launched command line."""

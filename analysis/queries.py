@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
-from sqlalchemy import Integer, MetaData, Table, and_, cast, create_engine, func, inspect, select
+from sqlalchemy import Integer, MetaData, Table, and_, case, cast, create_engine, func, inspect, literal, select
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
 from sim.store.tables import AgentStep, EventRow, LLMCall, Run, RunAgent, Tick
 
@@ -58,7 +59,8 @@ def _runs_table(engine: Engine) -> Table:
     return Table("runs", MetaData(), autoload_with=engine)
 
 
-def _json(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """A JSON column's value as Python data (drivers that hand back text are decoded; NULL is {})."""
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -80,9 +82,9 @@ def list_runs(engine: Engine) -> pd.DataFrame:
         rows = conn.execute(select(table).order_by(table.c.created_at.desc())).mappings().all()
     out = []
     for r in rows:
-        spec = _json(r["spec"]) or {}
+        spec = json_value(r["spec"]) or {}
         config = spec.get("config", {}) if isinstance(spec, dict) else {}
-        final = _json(r["final_metrics"]) or {}
+        final = json_value(r["final_metrics"]) or {}
         llm = spec.get("llm", {}) if isinstance(spec, dict) else {}
         backend = r["policy"] if r["policy"] != "llm" else f"llm:{llm.get('provider', 'local')}"
         if r["policy"] == "llm" and (llm.get("model") or llm.get("cls")):
@@ -111,7 +113,7 @@ def get_run(engine: Engine, run_id: str) -> Optional[dict[str, Any]]:
         return None
     run = dict(r)
     for key in ("spec", "final_metrics", "versions"):
-        run[key] = _json(run.get(key)) or {}
+        run[key] = json_value(run.get(key)) or {}
     run["config"] = run["spec"].get("config", {}) if isinstance(run["spec"], dict) else {}
     return run
 
@@ -158,9 +160,9 @@ def tick_frame(engine: Engine, run_id: str, max_points: int = 2000) -> pd.DataFr
     out = []
     for tick, metrics, state, duration in rows:
         row: dict[str, Any] = {"tick": tick, "tick_seconds": duration}
-        for k, v in (_json(metrics) or {}).items():
+        for k, v in (json_value(metrics) or {}).items():
             row[k] = v if not isinstance(v, bool) else float(v)
-        _flat_numbers("state", _json(state) or {}, row)
+        _flat_numbers("state", json_value(state) or {}, row)
         out.append(row)
     return pd.DataFrame(out)
 
@@ -169,7 +171,7 @@ def state_at(engine: Engine, run_id: str, tick: int) -> dict[str, Any]:
     """The stored world snapshot of one tick ({} if none)."""
     with engine.connect() as conn:
         r = conn.execute(select(TICKS.c.state).where(TICKS.c.run_id == run_id, TICKS.c.tick == tick)).first()
-    return (_json(r[0]) or {}) if r else {}
+    return (json_value(r[0]) or {}) if r else {}
 
 
 # ----- agents ----------------------------------------------------------------------------------
@@ -206,7 +208,7 @@ def initial_state(engine: Engine, run_id: str) -> Optional[dict[str, Any]]:
         return None
     with engine.connect() as conn:
         value = conn.execute(select(table.c.initial).where(table.c.id == run_id)).scalar()
-    return None if value is None else (_json(value) or {})
+    return None if value is None else (json_value(value) or {})
 
 
 def run_agents(engine: Engine, run_id: str) -> pd.DataFrame:
@@ -220,7 +222,7 @@ def run_agents(engine: Engine, run_id: str) -> pd.DataFrame:
         with engine.connect() as conn:
             for r in conn.execute(select(a.agent_id, a.joined, a.role, a.policy, a.strategy, a.persona, a.profile)
                                   .where(a.run_id == run_id).order_by(a.agent_id)).mappings():
-                extra = _json(r["profile"]) or {}
+                extra = json_value(r["profile"]) or {}
                 rows.append({**{k: r[k] for k in cols[:6]}, **{k: v for k, v in extra.items() if k not in cols}})
     if not rows:
         s = STEPS.c
@@ -292,7 +294,7 @@ def agent_series(engine: Engine, run_id: str, agent_ids: Sequence[int], phase: O
                             .order_by(s.tick, s.agent_id)).all()
     out = []
     for tick, aid, payoff, action in rows:
-        act = _json(action) or {}
+        act = json_value(action) or {}
         value = act.get(phase) if phase else next((v for v in act.values() if isinstance(v, (int, float))
                                                     and not isinstance(v, bool)), None)
         out.append({"tick": tick, "agent_id": aid, "payoff": payoff,
@@ -319,10 +321,6 @@ def over_usage(engine: Engine, run_id: str, scenario_name: str, config: dict[str
     """Per agent: its decisions of the scenario's `usage_phase` and how many were above that tick's `usage_limit`
     (computed from the tick's stored state and the agents who acted); None when the scenario (a registered name)
     has no such limit. Counted in SQL: the limits of the ticks go in as one CASE."""
-    from sqlalchemy import case, literal
-
-    from scenarios.registry import REGISTRY
-
     scenario = REGISTRY.get(scenario_name)
     phase = getattr(scenario, "usage_phase", None)
     if not phase:
@@ -332,7 +330,7 @@ def over_usage(engine: Engine, run_id: str, scenario_name: str, config: dict[str
     with engine.connect() as conn:
         acting = dict(conn.execute(select(s.tick, func.count()).where(s.run_id == run_id, value.is_not(None))
                                    .group_by(s.tick)).all())
-        states = {t: _json(st) or {} for t, st in conn.execute(select(TICKS.c.tick, TICKS.c.state)
+        states = {t: json_value(st) or {} for t, st in conn.execute(select(TICKS.c.tick, TICKS.c.state)
                                                                 .where(TICKS.c.run_id == run_id))}
         limits = {t: scenario.usage_limit(config, states.get(t, {}), n) for t, n in acting.items()}
         limits = {t: v + 1e-9 for t, v in limits.items() if v is not None}
@@ -354,8 +352,8 @@ def agent_trajectory(engine: Engine, run_id: str, agent_id: int) -> pd.DataFrame
     with engine.connect() as conn:
         rows = [dict(r) for r in conn.execute(q).mappings().all()]
     for r in rows:
-        r["action"] = _json(r["action"]) or {}
-        r["memory"] = _json(r["memory"]) or {}
+        r["action"] = json_value(r["action"]) or {}
+        r["memory"] = json_value(r["memory"]) or {}
     return pd.DataFrame(rows, columns=["tick", "backend", "action", "payoff", "reward", "fallback", "reason", "memory"])
 
 
@@ -402,7 +400,7 @@ def node_values(engine: Engine, run_id: str, tick: int, agent_ids: Sequence[int]
             opinions: dict[int, float] = {}
             for aid, action in conn.execute(select(s.agent_id, s.action).where(
                     s.run_id == run_id, s.tick <= tick, s.tick > tick - 20, s.agent_id.in_(chunk)).order_by(s.tick)):
-                value = _find_key(_json(action), "opinion")
+                value = _find_key(json_value(action), "opinion")
                 if value is not None:
                     opinions[aid] = float(value)
             missing = [a for a in chunk if a not in opinions]
@@ -410,7 +408,7 @@ def node_values(engine: Engine, run_id: str, tick: int, agent_ids: Sequence[int]
                 e = EVENTS.c
                 for aid, data in conn.execute(select(e.actor, e.data).where(
                         e.run_id == run_id, e.tick <= tick, e.actor.in_(missing)).order_by(e.tick, e.id)):
-                    data = _json(data)
+                    data = json_value(data)
                     value = next((v for v in (_find_key(data, k) for k in OPINION_KEYS) if v is not None), None)
                     if value is not None:
                         opinions[aid] = float(value)
@@ -441,7 +439,7 @@ def events(engine: Engine, run_id: str, *, kinds: Optional[Iterable[str]] = None
     with engine.connect() as conn:
         rows = [dict(r) for r in conn.execute(q.order_by(e.tick, e.id).limit(limit)).mappings().all()]
     for r in rows:
-        r["data"] = _json(r["data"]) or {}
+        r["data"] = json_value(r["data"]) or {}
     return pd.DataFrame(rows, columns=["id", "tick", "kind", "actor", "target", "data"])
 
 

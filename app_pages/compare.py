@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import compare as cmp
+from analysis import queries
 from app_pages import charts, export
 from app_pages import compare_charts as cc
 from app_pages.common import db_url, page, q, scenario_class, set_url, url_list, url_tabs, url_value
@@ -318,8 +319,6 @@ def _report_button(view: View) -> None:
     over = st.session_state.get("compare_over_metric")
 
     def build() -> list[export.Block]:
-        from analysis import queries
-
         engine = queries.open_reader(url)
         load = (lambda r: queries.tick_frame(engine, r["run_id"])) if engine is not None else (lambda r: pd.DataFrame())
         return report_blocks(view, seeds, over, load)

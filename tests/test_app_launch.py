@@ -251,10 +251,10 @@ def test_llm_options_of_the_run_command_are_passed_to_the_launched_run(tmp_path,
     assert cmd[cmd.index("--model") + 1] == str(model) and cmd[cmd.index("--set") + 1] == "llm.temperature=0.2"
     (item,) = _launches(at)
     assert item.spec.policy == "llm" and item.spec.llm.model == str(model) and item.spec.llm.temperature == 0.2
-    from sim.cli.running import _llm_overrides
+    from sim.runner.config import llm_overrides
 
     again = build_spec("commons", config_file=cmd[cmd.index("--config") + 1], sets=["llm.temperature=0.2"],
-                       llm=_llm_overrides(str(model), None, []))
+                       llm=llm_overrides(str(model), None, []))
     assert again.digest() == item.digest
 
 

@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 #: third-party modules that may be imported inside a function: optional or heavy, needed only on some paths
 HEAVY = ("torch", "transformers", "ray", "streamlit", "langchain_core", "langchain_openai", "tqdm", "pyarrow",
-         "networkx.algorithms")
+         "networkx.algorithms", "lifelines", "vl_convert")
 
 
 def modules() -> dict[str, Path]:

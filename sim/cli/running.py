@@ -13,7 +13,7 @@ from analysis.summary import run_summary
 from scenarios.registry import get_scenario
 from sim.cli.app import DbOption, JsonOption, app, fmt, open_store, out, reference_table, with_progress
 from sim.runner.backends import preflight
-from sim.runner.config import build_spec, parse_sets
+from sim.runner.config import build_spec, llm_overrides
 from sim.runner.probing import DEFAULT_SEEDS, ProbeReport, plan_probes, run_probes
 from sim.runner.resume import fork_run, resume_run
 from sim.runner.rollouts import rollout_runs
@@ -44,7 +44,7 @@ def run(
     as_json: bool = JsonOption,
 ) -> None:
     """Run a scenario and store it; prints a summary (or one JSON object with --json)."""
-    llm_over = _llm_overrides(model, llm, llm_arg)
+    llm_over = llm_overrides(model, llm, llm_arg)
     spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
                       policy=policy, ticks=ticks, llm=llm_over)
     preflight(spec)  # a model or chat class that cannot be used is bad input: refused before any write
@@ -152,18 +152,6 @@ def rollouts(
     out.print("per-agent returns and advantages: --json (`agents`), or sim.api.rollouts(...).advantages", soft_wrap=True)
 
 
-def _llm_overrides(model: Optional[str], llm: Optional[str], llm_arg: list[str]) -> dict[str, Any]:
-    """The LLM settings the --model / --llm / --llm-arg flags give."""
-    over: dict[str, Any] = {}
-    if model:
-        over.update(provider="local", model=model)
-    if llm:
-        over.update(provider="langchain", cls=llm)
-    if llm_arg:
-        over["args"] = parse_sets(llm_arg, "--llm-arg")
-    return over
-
-
 @app.command()
 def probe(
     scenario: str = typer.Argument(..., help="registered scenario name, or your own class (path/to/file.py:Class)"),
@@ -183,7 +171,7 @@ def probe(
     (the stock, the recipient's last gift, a price, a post's distance), answered by the study's backend; per probe the
     mean response at each level and the effect (last level minus first, paired by seed) with a 95% interval."""
     spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
-                      policy=policy, llm=_llm_overrides(model, llm, llm_arg))
+                      policy=policy, llm=llm_overrides(model, llm, llm_arg))
     preflight(spec)
     _, probes, _ = plan_probes(spec, name, seeds)  # bad input: one line, before the bar and the store
     store = open_store(db)

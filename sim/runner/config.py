@@ -112,6 +112,18 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def llm_overrides(model: Optional[str], llm: Optional[str], llm_arg: list[str]) -> dict[str, Any]:
+    """The LLM settings the --model / --llm / --llm-arg flags give (the CLI's and the app's Launch page's)."""
+    over: dict[str, Any] = {}
+    if model:
+        over.update(provider="local", model=model)
+    if llm:
+        over.update(provider="langchain", cls=llm)
+    if llm_arg:
+        over["args"] = parse_sets(llm_arg, "--llm-arg")
+    return over
+
+
 def parse_sets(items: typing.Iterable[str], flag: str = "--set") -> dict[str, Any]:
     """`key=value` pairs (values parsed as YAML scalars; dotted keys nest) into a dict; errors name `flag`."""
     out: dict[str, Any] = {}
