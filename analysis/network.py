@@ -30,7 +30,7 @@ def network_metrics(g: nx.DiGraph, seed: int = 0) -> dict[str, Any]:
     n, m = g.number_of_nodes(), g.number_of_edges()
     if n == 0:
         return {"nodes": 0, "edges": 0}
-    undirected = g.to_undirected()
+    undirected = g.to_undirected(as_view=True)  # (a copy of 60k edges costs more than the clustering estimate)
     if n <= EXACT_CLUSTERING_MAX:
         clustering = nx.average_clustering(undirected)
     else:
@@ -43,13 +43,23 @@ def network_metrics(g: nx.DiGraph, seed: int = 0) -> dict[str, Any]:
         "nodes": n,
         "edges": m,
         "density": nx.density(g),
-        "reciprocity": nx.reciprocity(g) if m else 0.0,
+        "reciprocity": reciprocity(g),
         "mean_degree": 2 * m / n,
         "hub_inequality": gini(in_degrees),
         "max_in_degree": max(in_degrees),
         "clustering": clustering,
         "largest_component_share": largest / n,
     }
+
+
+def reciprocity(g: nx.DiGraph) -> float:
+    """Share of edges u->v whose reverse v->u exists (networkx's overall reciprocity; 0 without edges), from the
+    adjacency directly: several times faster than `nx.reciprocity` on tens of thousands of edges."""
+    m = g.number_of_edges()
+    if not m:
+        return 0.0
+    succ = g._succ  # noqa: SLF001 - networkx's adjacency dict, read only
+    return sum(1 for u, nbrs in succ.items() for v in nbrs if v != u and u in succ[v]) / m  # (a self-loop is not returned)
 
 
 def degree_frame(g: nx.DiGraph) -> pd.DataFrame:

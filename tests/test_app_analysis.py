@@ -143,3 +143,19 @@ def test_node_opinions_come_from_actions_else_from_own_events(store, db_url):
     assert values.loc[1, "opinion"] == 0.7
     assert pd.isna(values.loc[2, "opinion"])
     assert values.loc[3, "payoff_total"] == sum(st.payoff for st in store.steps(rid) if st.agent_id == 3) > 0
+
+
+def test_reciprocity_is_networkx_overall_reciprocity_self_loops_included():
+    """The fast count of returned edges equals networkx's overall reciprocity, self-loops (never returned) included."""
+    import random
+
+    import networkx as nx
+
+    for seed in range(4):
+        g = nx.gnp_random_graph(150, 0.04, directed=True, seed=seed)
+        rng = random.Random(seed)
+        for _ in range(15):
+            v = rng.randrange(150)
+            g.add_edge(v, v)
+        assert net.reciprocity(g) == pytest.approx(nx.reciprocity(g), abs=1e-12)
+    assert net.reciprocity(nx.DiGraph()) == 0.0
