@@ -238,6 +238,21 @@ def run_agents(engine: Engine, run_id: str) -> pd.DataFrame:
     return df
 
 
+def agent_roles(engine: Engine, run_id: str, agent_ids: Sequence[int]) -> pd.DataFrame:
+    """agent_id, role and label of these agents (those a graph draws), from `run_agents`; empty for older runs."""
+    ids = [int(a) for a in agent_ids]
+    rows: list[dict[str, Any]] = []
+    if ids and _has_table(engine, "run_agents"):
+        a = AGENTS.c
+        with engine.connect() as conn:
+            for start in range(0, len(ids), 500):
+                for r in conn.execute(select(a.agent_id, a.role, a.policy, a.strategy, a.persona, a.profile).where(
+                        a.run_id == run_id, a.agent_id.in_(ids[start:start + 500]))).mappings():
+                    row = {**dict(r), **(json_value(r["profile"]) or {})}
+                    rows.append({"agent_id": r["agent_id"], "role": r["role"], "label": agent_label(row)})
+    return pd.DataFrame(rows, columns=["agent_id", "role", "label"])
+
+
 def agent_label(row: dict[str, Any]) -> str:
     """`agent 7 · business "Cafe Roma" · llm` / `agent 3 · fisher · greedy`: who an agent is, on one line."""
     parts = [f"agent {int(row['agent_id'])}"]
@@ -386,9 +401,9 @@ def _find_key(data: Any, key: str) -> Any:
     return None
 
 
-def node_values(engine: Engine, run_id: str, tick: int, agent_ids: Sequence[int]) -> pd.DataFrame:
-    """For these agents up to `tick`: total payoff, and their latest opinion: an `opinion` in their actions
-    (last 20 ticks), else an `opinion`/`stance` in events they made."""
+def node_values(engine: Engine, run_id: str, tick: int, agent_ids: Sequence[int], payoffs: bool = True) -> pd.DataFrame:
+    """For these agents up to `tick`: total payoff (unless `payoffs` is False: it sums every step of theirs), and
+    their latest opinion: an `opinion` in their actions (last 20 ticks), else an `opinion`/`stance` in their events."""
     s = STEPS.c
     ids = [int(a) for a in agent_ids]
     frames = []
@@ -396,7 +411,8 @@ def node_values(engine: Engine, run_id: str, tick: int, agent_ids: Sequence[int]
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
             totals = conn.execute(select(s.agent_id, func.sum(s.payoff)).where(
-                s.run_id == run_id, s.tick <= tick, s.agent_id.in_(chunk)).group_by(s.agent_id)).all()
+                s.run_id == run_id, s.tick <= tick, s.agent_id.in_(chunk)).group_by(s.agent_id)).all() if payoffs \
+                else [(a, None) for a in chunk]
             opinions: dict[int, float] = {}
             for aid, action in conn.execute(select(s.agent_id, s.action).where(
                     s.run_id == run_id, s.tick <= tick, s.tick > tick - 20, s.agent_id.in_(chunk)).order_by(s.tick)):

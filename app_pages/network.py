@@ -56,10 +56,12 @@ def render(table: pd.DataFrame) -> None:
                 f"this run's event kinds: {', '.join(kinds_df['kind']) or 'none'}.")
         return
     metrics, nodes, segs, arrows, degrees = _graph_view(edges, max_nodes, int(run["seed"]))
-    agents = q("run_agents", run, run["run_id"])
-    values = q("node_values", run, run["run_id"], tick, tuple(nodes["agent_id"].tolist()))
+    drawn_ids = tuple(nodes["agent_id"].tolist())
+    values = q("node_values", run, run["run_id"], tick, drawn_ids, payoffs=False)
+    if not values["opinion"].notna().any():  # no opinions: colour by payoff (summing every step of theirs)
+        values = q("node_values", run, run["run_id"], tick, drawn_ids)
     nodes = nodes.merge(values, on="agent_id", how="left")
-    nodes = nodes.merge(agents[["agent_id", "role", "label"]], on="agent_id", how="left")
+    nodes = nodes.merge(q("agent_roles", run, run["run_id"], drawn_ids), on="agent_id", how="left")
     nodes["role"] = nodes["role"].fillna("agent")
     nodes["label"] = nodes["label"].fillna(nodes["agent_id"].map(lambda a: f"agent {a}"))
     by_role = nodes["role"].nunique() > 1

@@ -1,7 +1,8 @@
 """How fast the app opens a large run: 10,000 agents x 100 ticks (1M agent steps, ~300k events).
 
 Builds a synthetic store (rows inserted directly, shaped like a social run: actions carry an
-opinion, follow/unfollow and message events), then times every query the pages make and the
+opinion and a harvest, a seeded follow graph of ~30k edges, every agent in `run_agents`,
+follow/unfollow and message events), then times every query the pages make and the
 render of every page through Streamlit's AppTest. Writes benchmarks/results/app_queries-cpu.json.
 
     python benchmarks/app_queries.py [--agents 10000] [--ticks 100] [--db sqlite:///big.db]
@@ -43,16 +44,20 @@ def build(path: Path, agents: int, ticks: int, seed: int = 0) -> dict[str, int]:
                 " created_at, duration_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (RUN, "commons", 0, "scripted", "big", json.dumps(spec), "finished", ticks,
                  json.dumps({"survival_time": ticks, "collapsed": 0, "gain": 1.0}), "{}", now, 1.0))
+    seeded = sorted({(a, int(rng.paretovariate(1.2)) % agents) for a in range(agents) for _ in range(3)})
+    con.execute("UPDATE runs SET initial = ? WHERE id = ?", (json.dumps({"follows": [list(e) for e in seeded]}), RUN))
+    con.executemany("INSERT INTO run_agents (run_id, agent_id, joined, role, policy, strategy, persona, profile)"
+                    " VALUES (?,?,?,?,?,?,?,?)", [(RUN, a, 0, "fisher", "scripted", "sustainable", "", "{}") for a in range(agents)])
     opinions = [rng.uniform(-1, 1) for _ in range(agents)]
     n_steps = n_events = 0
     for t in range(1, ticks + 1):
         con.execute("INSERT INTO ticks (run_id, tick, metrics, state, duration_s) VALUES (?,?,?,?,?)",
                     (RUN, t, json.dumps({"stock": 100 - t * 0.5, "perolat_efficiency": t / 10, "norm_statements": 0}),
-                     json.dumps({"stock": 100 - t * 0.5, "mean_opinion": sum(opinions) / agents}), 0.1))
+                     json.dumps({"stock": 100 - t * 0.5, "stock_start": 100.0, "mean_opinion": sum(opinions) / agents}), 0.1))
         rows = []
         for a in range(agents):
             opinions[a] = max(-1.0, min(1.0, opinions[a] + rng.gauss(0, 0.02)))
-            rows.append((RUN, t, a, "scripted", json.dumps({"post": {"opinion": round(opinions[a], 3)}}), rng.random(),
+            rows.append((RUN, t, a, "scripted", json.dumps({"harvest": rng.randrange(10), "post": {"opinion": round(opinions[a], 3)}}), rng.random(),
                          rng.random(), 0, None, "{}"))
         con.executemany("INSERT INTO agent_steps (run_id, tick, agent_id, backend, action, payoff, reward, fallback, reason,"
                         " memory) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
@@ -106,6 +111,11 @@ def main() -> None:
     timed("agent_tick_stats", queries.agent_tick_stats, eng, RUN)
     timed("payoffs_at", queries.payoffs_at, eng, RUN, last)
     timed("agent_index", queries.agent_index, eng, RUN)
+    timed("run_agents", queries.run_agents, eng, RUN)
+    timed("agent_totals", queries.agent_totals, eng, RUN)
+    timed("over_usage", queries.over_usage, eng, RUN, "commons", {"fishers": args.agents})
+    timed("agent_series_40", queries.agent_series, eng, RUN, tuple(range(40)), "harvest")
+    timed("action_stats", queries.action_stats, eng, RUN, "harvest")
     traj = timed("agent_trajectory", queries.agent_trajectory, eng, RUN, 42)
     timed("agent_llm_calls", queries.agent_llm_calls, eng, RUN, 42)
     timed("event_kinds", queries.event_kinds, eng, RUN)
@@ -115,7 +125,9 @@ def main() -> None:
     g = timed("graph_build", net.build_graph, follows)
     metrics = timed("graph_metrics", net.network_metrics, g)
     nodes, _ = timed("graph_sample_and_layout", lambda: net.layout(net.sample(g, 300)))
-    timed("node_values_300", queries.node_values, eng, RUN, last, tuple(nodes["agent_id"]))
+    timed("node_values_300", queries.node_values, eng, RUN, last, tuple(nodes["agent_id"]), payoffs=False)
+    timed("node_payoffs_300", queries.node_values, eng, RUN, last, tuple(nodes["agent_id"]))
+    timed("agent_roles_300", queries.agent_roles, eng, RUN, tuple(nodes["agent_id"]))
     timed("conversation_ticks", queries.conversation_ticks, eng, RUN)
     said = timed("conversation_3_ticks", queries.conversation, eng, RUN, (1, 3))
 
@@ -125,7 +137,7 @@ def main() -> None:
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
-    for page in ("runs", "run", "agents", "network", "norms", "conversations", "compare"):
+    for page in ("runs", "run", "agents", "network", "norms", "conversations", "events", "compare", "launch"):
         at.query_params["run"] = RUN
         start = time.perf_counter()
         at.switch_page(f"app_pages/{page}.py").run()
