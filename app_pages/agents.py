@@ -80,15 +80,12 @@ def _all(run: dict, agents: pd.DataFrame) -> None:
     phase = getattr(cls, "usage_phase", None) if cls is not None else None
     series = q("agent_series", run, run["run_id"], tuple(sorted(chosen)), phase)
     series["agent"] = series["agent_id"].map(labels)
-    c1, c2 = st.columns(2)
-    with c1:
-        if series["action"].notna().any():
-            export.chart(charts.per_agent(series, "action", title=f"Action per tick ({phase or 'first numeric phase'})"),
-                         f"{run['run_id']}-actions", key="agents-actions")
-        else:
-            st.caption("These agents' actions are not numbers: see each one's decisions in **One agent**.")
-    with c2:
-        export.chart(charts.per_agent(series, "payoff", title="Payoff per tick"), f"{run['run_id']}-payoffs", key="agents-payoffs")
+    if series["action"].notna().any():
+        export.chart(charts.per_agent(series, "action", title=f"Action per tick ({phase or 'first numeric phase'})"),
+                     f"{run['run_id']}-actions", key="agents-actions")
+    else:
+        st.caption("These agents' actions are not numbers: see each one's decisions in **One agent**.")
+    export.chart(charts.per_agent(series, "payoff", title="Payoff per tick"), f"{run['run_id']}-payoffs", key="agents-payoffs")
 
 
 def _one(run: dict, agents: pd.DataFrame) -> None:

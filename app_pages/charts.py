@@ -16,7 +16,7 @@ def lines(df: pd.DataFrame, columns: Sequence[str], *, x: str = "tick", title: s
     long = df[[x, *cols]].melt(id_vars=[x], var_name="series", value_name="value").dropna(subset=["value"])
     base = alt.Chart(long, title=title).encode(
         x=alt.X(f"{x}:Q", title=x, axis=alt.Axis(format="d", tickMinStep=1) if x == "tick" else alt.Axis()),
-        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format="~g")),
+        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format=".4~g")),
         color=alt.Color("series:N", legend=alt.Legend(orient="bottom", columns=3, labelLimit=260)),
         tooltip=[alt.Tooltip(f"{x}:Q"), "series:N", alt.Tooltip("value:Q", format=".4g")],
     )
@@ -131,10 +131,10 @@ def per_agent(series: pd.DataFrame, column: str, *, title: str) -> alt.Chart:
     return alt.Chart(series.dropna(subset=[column]), title=title).mark_line(point=len(series["tick"].unique()) <= 40).encode(
         x=alt.X("tick:Q", title="tick", axis=alt.Axis(format="d", tickMinStep=1)),
         y=alt.Y(f"{column}:Q", title=column, scale=alt.Scale(zero=False)),
-        color=alt.Color("agent:N", legend=alt.Legend(orient="bottom", columns=2, labelLimit=0, title=None)),
+        color=alt.Color("agent:N", legend=alt.Legend(orient="right", labelLimit=0, title=None, symbolLimit=0)),
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.25)),
         tooltip=["agent:N", alt.Tooltip("tick:Q"), alt.Tooltip(f"{column}:Q", format=".4g")],
-    ).add_params(pick).properties(height=320)
+    ).add_params(pick).properties(height=360)
 
 
 def metric(df: pd.DataFrame, column: str, *, unit: str = "", lines: Sequence[tuple[float, str]] = (), title: str = "",
@@ -148,7 +148,7 @@ def metric(df: pd.DataFrame, column: str, *, unit: str = "", lines: Sequence[tup
     lo = min([values.min(), *refs.get("value", [])]) if len(values) else 0
     hi = max([values.max(), *refs.get("value", [])]) if len(values) else 1
     pad = (hi - lo) * 0.05 or max(abs(hi) * 0.05, 0.5)
-    y = alt.Y(f"{column}:Q", title=label, scale=alt.Scale(domain=[lo - pad, hi + pad], nice=False), axis=alt.Axis(format="~g"))
+    y = alt.Y(f"{column}:Q", title=label, scale=alt.Scale(domain=[lo - pad, hi + pad], nice=False), axis=alt.Axis(format=".4~g"))
     line = alt.Chart(data, title=title or column).mark_line(point=len(data) <= 60).encode(
         x=alt.X("tick:Q", title="tick", axis=alt.Axis(format="d", tickMinStep=1)), y=y,
         tooltip=[alt.Tooltip("tick:Q"), alt.Tooltip(f"{column}:Q", format=".4~g", title=label)])

@@ -42,12 +42,12 @@ def _slug(name: str) -> str:
 def chart(figure: alt.TopLevelMixin, name: str, *, key: str) -> None:
     """Draw an Altair chart with PNG and SVG download buttons under it (rendered only when clicked)."""
     st.altair_chart(figure, width="stretch")
-    c1, c2, _ = st.columns([1, 1, 6])
     slug = _slug(name)
-    c1.download_button("PNG", data=lambda: png(figure), file_name=f"{slug}.png", mime="image/png", key=f"png-{key}",
-                       icon=":material/image:", help="this figure as a PNG image")
-    c2.download_button("SVG", data=lambda: svg(figure), file_name=f"{slug}.svg", mime="image/svg+xml", key=f"svg-{key}",
-                       icon=":material/draw:", help="this figure as an SVG drawing")
+    with st.container(horizontal=True, gap="small"):
+        st.download_button("PNG", data=lambda: png(figure), file_name=f"{slug}.png", mime="image/png", key=f"png-{key}",
+                           help="this figure as a PNG image", type="tertiary")
+        st.download_button("SVG", data=lambda: svg(figure), file_name=f"{slug}.svg", mime="image/svg+xml",
+                           key=f"svg-{key}", help="this figure as an SVG drawing", type="tertiary")
 
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}

@@ -184,7 +184,7 @@ def test_run_page_has_no_nan_reason_integer_ticks_units_and_lines(views, monkeyp
     assert not any("nan" in c.value for c in at.caption)
     stock = next(s for s in _specs(at) for l in _layers(s) if l.get("encoding", {}).get("y", {}).get("field") == "stock")
     line = next(l for l in _layers(stock) if l.get("encoding", {}).get("y", {}).get("field") == "stock")
-    assert line["encoding"]["x"]["axis"]["format"] == "d" and line["encoding"]["y"]["axis"]["format"] == "~g"
+    assert line["encoding"]["x"]["axis"]["format"] == "d" and line["encoding"]["y"]["axis"]["format"] == ".4~g"
     assert line["encoding"]["y"]["title"] == "stock (tons)"
     refs = {d["line"] for rows in stock["datasets"].values() for d in rows if "line" in d}
     assert refs == {"collapse", "sustainable: regrows to capacity"}
