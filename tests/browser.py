@@ -130,8 +130,8 @@ def metrics(driver: Any) -> dict[str, str]:
 def full_screenshot(driver: Any, path: Path, width: int = 1400) -> Path:
     """A PNG of the whole page (the window grown to the page's height, at most 8000 px)."""
     height = driver.execute_script(
-        "const m = document.querySelector('[data-testid=\"stMain\"]') || document.body;"
-        "return Math.max(document.body.scrollHeight, m.scrollHeight);")
+        "const m = document.querySelector('[data-testid=\"stMainBlockContainer\"]');"
+        "return m ? m.getBoundingClientRect().height + 160 : document.body.scrollHeight;")
     driver.set_window_size(width, min(8000, max(900, int(height) + 80)))
     time.sleep(0.6)
     path.parent.mkdir(parents=True, exist_ok=True)
