@@ -81,8 +81,10 @@ PAGES: list[tuple[str, str, str, str, str]] = [
     ("conversations", "Conversations", "what agents said, threaded", "social", ""),
     ("events", "Event", "every event and decision, filterable, with the replay cursor", "commons", ""),
     ("policies", "Policies", "programs written under policy synthesis (or the note that there are none)", "cleanup", ""),
-    ("compare", "Compare", "runs grouped by scenario, policy, backend and config: means and 95% intervals", "", ""),
-    ("compare", "Compare", "survival (Kaplan-Meier) per group over the whole horizon", "", "tab=Survival"),
+    ("compare", "Compare", "the fishery's runs grouped by policy, backend, lineage and config: means and 95% intervals",
+     "commons*", ""),
+    ("compare", "Compare", "survival (Kaplan-Meier) per group over the whole horizon", "commons*", "tab=Survival"),
+    ("compare", "Compare", "a metric over time per group: mean and band, units, reference lines", "commons*", "tab=Over+time"),
     ("launch", "Launch", "the launch form (a config, a YAML file, a sweep or a fork)", "", ""),
 ]
 
@@ -102,8 +104,12 @@ def shoot(url: str, out: Path) -> list[tuple[str, str]]:
     made = []
     with browser.served_app(url, out / "streamlit.log") as base, browser.chrome() as driver:
         for i, (slug, heading, what, scenario, extra) in enumerate(PAGES):
-            run_id = _pick(runs, scenario)
-            query = "&".join(p for p in ((f"run={run_id}" if run_id else ""), extra) if p)
+            if scenario.endswith("*"):  # every ended run of the scenario (Compare)
+                part = runs[(runs["scenario"] == scenario[:-1]) & (runs["status"] != "running")]
+                run_id, chosen = None, f"runs={','.join(part['run_id'])}" if len(part) else ""
+            else:
+                run_id, chosen = _pick(runs, scenario), ""
+            query = "&".join(p for p in ((f"run={run_id}" if run_id else ""), chosen, extra) if p)
             charts = slug not in ("runs", "launch", "policies", "conversations", "events")
             try:
                 browser.open_page(driver, f"{base}/{slug}" + (f"?{query}" if query else ""), heading, charts=charts)
