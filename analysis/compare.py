@@ -131,21 +131,27 @@ def mean_ci(values: Sequence[float], metric: str = "") -> dict[str, Any]:
     return bounded(stats, values, metric)
 
 
+def value_bounds(metric: str, values: Sequence[float]) -> tuple[float, float]:
+    """`metric_bounds(metric)` when every finite value lies inside them, else unbounded (a name is only a hint)."""
+    low, high = metric_bounds(metric)
+    xs = finite(values)
+    return (low, high) if xs.size == 0 or (xs.min() >= low and xs.max() <= high) else (-math.inf, math.inf)
+
+
 def bounded(stats: dict[str, Any], values: Sequence[float], metric: str = "") -> dict[str, Any]:
-    """`stats` with lo/hi clipped to the metric's natural bounds, and a bootstrap interval also to the values' range
-    (where a resampled mean always lies). A Wilson interval is a statement about the rate, not the sample: 3 runs
-    out of 3 collapsed gives [0.44, 1], which stays as it is."""
+    """`stats` with lo/hi clipped to the metric's natural bounds (`metric_bounds`, trusted only while every value lies
+    inside them: the grid games' `efficiency` is apples per step, not a share), and a bootstrap interval also to the
+    values' range (where a resampled mean always lies). The mean is never moved. A Wilson interval is a statement about
+    the rate, not the sample: 3 runs out of 3 collapsed gives [0.44, 1], which stays as it is."""
     xs = finite(values)
     if stats.get("lo") is None or xs.size == 0:
         return stats
-    low, high = metric_bounds(metric)
+    low, high = value_bounds(metric, xs)
     if stats.get("method") != "wilson":
         low, high = max(low, float(xs.min())), min(high, float(xs.max()))
     out = dict(stats)
     out["lo"] = float(min(max(stats["lo"], low), high))
     out["hi"] = float(max(min(stats["hi"], high), low))
-    if stats.get("mean") is not None:
-        out["mean"] = float(min(max(stats["mean"], low), high))
     return out
 
 

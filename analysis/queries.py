@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
-from sqlalchemy import Integer, MetaData, Table, and_, case, cast, create_engine, func, inspect, literal, select
+from sqlalchemy import Integer, MetaData, String, Table, and_, case, cast, create_engine, func, inspect, literal, select
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
@@ -69,6 +69,11 @@ def json_value(value: Any) -> Any:
     return value if value is not None else {}
 
 
+def _light(table: Table) -> list[Any]:
+    """The columns of `runs` but the initial state (a seeded graph can be megabytes: read only where it is drawn)."""
+    return [c for c in table.c if c.name != "initial"]
+
+
 def _to_dt(value: Any) -> Any:
     return pd.to_datetime(value, utc=True, errors="coerce") if value is not None else None
 
@@ -79,7 +84,7 @@ def list_runs(engine: Engine) -> pd.DataFrame:
     the config, final metrics (dict and one `m.NAME` column each), and sweep/fork columns when stored."""
     table = _runs_table(engine)
     with engine.connect() as conn:
-        rows = conn.execute(select(table).order_by(table.c.created_at.desc())).mappings().all()
+        rows = conn.execute(select(*_light(table)).order_by(table.c.created_at.desc())).mappings().all()
     out = []
     for r in rows:
         spec = json_value(r["spec"]) or {}
@@ -108,7 +113,7 @@ def get_run(engine: Engine, run_id: str) -> Optional[dict[str, Any]]:
     """A run as a dict (spec, config, final metrics, versions...), or None if there is none with this id."""
     table = _runs_table(engine)
     with engine.connect() as conn:
-        r = conn.execute(select(table).where(table.c.id == run_id)).mappings().first()
+        r = conn.execute(select(*_light(table)).where(table.c.id == run_id)).mappings().first()
     if r is None:
         return None
     run = dict(r)
@@ -209,6 +214,32 @@ def initial_state(engine: Engine, run_id: str) -> Optional[dict[str, Any]]:
     with engine.connect() as conn:
         value = conn.execute(select(table.c.initial).where(table.c.id == run_id)).scalar()
     return None if value is None else (json_value(value) or {})
+
+
+def has_initial(engine: Engine, run_id: str) -> bool:
+    """Whether the run stored what it starts from (runs made before the store kept it, and probes, did not), without
+    reading it."""
+    table = _runs_table(engine)
+    if "initial" not in table.c:
+        return False
+    with engine.connect() as conn:
+        head = conn.execute(select(func.substr(cast(table.c.initial, String), 1, 4)).where(table.c.id == run_id)).scalar()
+    return head not in (None, "null")
+
+
+def agent_count(engine: Engine, run_id: str) -> int:
+    """How many agents took part: `run_agents`, else (older runs) those of the first tick (one indexed read)."""
+    if _has_table(engine, "run_agents"):
+        with engine.connect() as conn:
+            n = conn.execute(select(func.count()).where(AGENTS.c.run_id == run_id)).scalar()
+        if n:
+            return int(n)
+    s = STEPS.c
+    with engine.connect() as conn:
+        first = conn.execute(select(func.min(s.tick)).where(s.run_id == run_id)).scalar()
+        if first is None:
+            return 0
+        return int(conn.execute(select(func.count()).where(s.run_id == run_id, s.tick == first)).scalar())
 
 
 def run_agents(engine: Engine, run_id: str) -> pd.DataFrame:
@@ -317,6 +348,10 @@ def agent_series(engine: Engine, run_id: str, agent_ids: Sequence[int], phase: O
     return pd.DataFrame(out, columns=["tick", "agent_id", "payoff", "action"])
 
 
+#: ticks whose usage limits go into one SQL CASE (two bound values each: far below SQLite's and PostgreSQL's limits)
+TICKS_PER_CASE = 2000
+
+
 def _action_value(phase: str) -> Any:
     """The number an agent step's action holds for `phase`, extracted in SQL (SQLite json_extract, PostgreSQL ->>)."""
     return STEPS.c.action[phase].as_float()
@@ -335,7 +370,7 @@ def action_stats(engine: Engine, run_id: str, phase: str) -> pd.DataFrame:
 def over_usage(engine: Engine, run_id: str, scenario_name: str, config: dict[str, Any]) -> Optional[pd.DataFrame]:
     """Per agent: its decisions of the scenario's `usage_phase` and how many were above that tick's `usage_limit`
     (computed from the tick's stored state and the agents who acted); None when the scenario (a registered name)
-    has no such limit. Counted in SQL: the limits of the ticks go in as one CASE."""
+    has no such limit. Counted in SQL: the ticks' limits go in as a CASE, one per `TICKS_PER_CASE` ticks."""
     scenario = REGISTRY.get(scenario_name)
     phase = getattr(scenario, "usage_phase", None)
     if not phase:
@@ -352,11 +387,20 @@ def over_usage(engine: Engine, run_id: str, scenario_name: str, config: dict[str
         columns = ["agent_id", "over_usage", "usage_decisions"]
         if not acting:
             return pd.DataFrame(columns=columns)
-        over = 0 if not limits else func.sum(case((value > case({t: literal(v) for t, v in limits.items()}, value=s.tick,
-                                                                 else_=literal(float("inf"))), 1), else_=0))
-        q = select(s.agent_id, over if limits else literal(0), func.count()).where(s.run_id == run_id, value.is_not(None))
-        rows = conn.execute(q.group_by(s.agent_id)).all()
-    return pd.DataFrame(rows, columns=columns)
+        counts: dict[int, list[int]] = {}
+        ticks = sorted(acting)
+        for start in range(0, len(ticks), TICKS_PER_CASE):  # a CASE of at most TICKS_PER_CASE ticks (bind limits)
+            part = ticks[start:start + TICKS_PER_CASE]
+            lims = {t: limits[t] for t in part if t in limits}
+            over = (func.sum(case((value > case({t: literal(v) for t, v in lims.items()}, value=s.tick,
+                                                else_=literal(float("inf"))), 1), else_=0)) if lims else literal(0))
+            q = select(s.agent_id, over, func.count()).where(s.run_id == run_id, value.is_not(None),
+                                                             s.tick >= part[0], s.tick <= part[-1])
+            for aid, n_over, n in conn.execute(q.group_by(s.agent_id)):
+                c = counts.setdefault(aid, [0, 0])
+                c[0] += int(n_over or 0)
+                c[1] += int(n)
+    return pd.DataFrame([(a, c[0], c[1]) for a, c in sorted(counts.items())], columns=columns)
 
 
 def agent_trajectory(engine: Engine, run_id: str, agent_id: int) -> pd.DataFrame:

@@ -96,7 +96,7 @@ def _one(run: dict, agents: pd.DataFrame) -> None:
         st.info(f"Agent {agent} has no stored steps.")
         return
     who = agents[agents["agent_id"] == agent].iloc[0].to_dict()
-    st.caption(f"{labels[agent]}" + (f" — persona: {who['persona']}" if who.get("persona") else ""))
+    st.text(f"{labels[agent]}" + (f" — persona: {who['persona']}" if who.get("persona") else ""))  # (not markdown)
     c = st.columns(5)
     c[0].metric("backend", steps["backend"].iloc[-1])
     c[1].metric("ticks", len(steps))

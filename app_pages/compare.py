@@ -18,7 +18,7 @@ from analysis import compare as cmp
 from analysis import queries
 from app_pages import charts, export
 from app_pages import compare_charts as cc
-from app_pages.common import db_url, page, q, scenario_class, set_url, url_list, url_tabs, url_value
+from app_pages.common import db_url, engine as common_engine, page, q, scenario_class, set_url, url_list, url_tabs, url_value
 
 #: Over time reads one tick frame per run; past this many runs it reads the newest ones and says so
 MAX_OVER_TIME = 400
@@ -88,7 +88,7 @@ def _pick(table: pd.DataFrame) -> tuple[pd.DataFrame, int, str]:
     status = dict(zip(pool["run_id"], pool["status"]))
     chosen_ids = st.multiselect("Runs", ids, key="compare_runs",
                                 format_func=lambda i: f"{i} · seed {seeds.get(i)} · {status.get(i)}")
-    set_url("runs", chosen_ids)
+    set_url("runs", None if sorted(chosen_ids) == sorted(default) else chosen_ids)  # (the default needs no list)
     return pool[pool["run_id"].isin(chosen_ids)], len(ids), source
 
 
@@ -144,9 +144,9 @@ def _seeds_figures(view: View, picked: list[str]) -> tuple[pd.DataFrame, list[tu
     figures = []
     for m in picked:
         part = summary[summary["metric"] == m]
-        bounds = cmp.metric_bounds(m)
-        figures.append((m, cc.ci_points(part, cmp.run_values(view.chosen, view.labels, m), view.names,
-                                        title=f"{m}: runs, mean and 95% interval", bounds=bounds)))
+        values = cmp.run_values(view.chosen, view.labels, m)
+        figures.append((m, cc.ci_points(part, values, view.names, title=f"{m}: runs, mean and 95% interval",
+                                        bounds=cmp.value_bounds(m, values["value"].tolist()))))
     return view.named(summary), figures
 
 
@@ -183,8 +183,11 @@ def _ablation_labels(view: View) -> tuple[pd.Series, dict[str, str], pd.DataFram
 def _ablation_figures(view: View, picked: list[str]) -> tuple[pd.DataFrame, list[tuple[str, Any]], pd.DataFrame]:
     label, names, legend = _ablation_labels(view)
     summary = cmp.summarise(view.chosen, label, picked)
-    figures = [(m, cc.ci_points(summary[summary["metric"] == m], cmp.run_values(view.chosen, label, m), names,
-                                title=m, bounds=cmp.metric_bounds(m))) for m in picked]
+    figures = []
+    for m in picked:
+        values = cmp.run_values(view.chosen, label, m)
+        figures.append((m, cc.ci_points(summary[summary["metric"] == m], values, names, title=m,
+                                        bounds=cmp.value_bounds(m, values["value"].tolist()))))
     return summary, figures, legend
 
 
@@ -320,7 +323,7 @@ def _report_button(view: View) -> None:
     over = st.session_state.get("compare_over_metric")
 
     def build() -> list[export.Block]:
-        engine = queries.open_reader(url)
+        engine = common_engine(url)
         load = (lambda r: queries.tick_frame(engine, r["run_id"])) if engine is not None else (lambda r: pd.DataFrame())
         return report_blocks(view, seeds, over, load)
 

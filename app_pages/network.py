@@ -31,7 +31,7 @@ def render(table: pd.DataFrame) -> None:
     if tick is None:
         return
     follows = q("follow_edges", run, run["run_id"], tick)
-    stored_start = q("initial_state", run, run["run_id"]) is not None
+    stored_start = q("has_initial", run, run["run_id"])
     kinds = ["follow graph"] if follows is not None else []
     kinds.append("interactions")
     c1, c2, c3 = st.columns(3)

@@ -38,7 +38,7 @@ def render(table: pd.DataFrame) -> None:
     cols = st.columns(4)
     cols[0].metric("ticks", f"{run['ticks']}")
     cols[1].metric("seed", run["seed"])
-    cols[2].metric("agents", q("agent_index", run, run["run_id"])["count"])
+    cols[2].metric("agents", q("agent_count", run, run["run_id"]))
     cols[3].metric("seconds", f"{detail.get('duration_s') or 0:.2f}")
     reason = run.get("reason")
     if isinstance(reason, str) and reason.strip():

@@ -145,7 +145,7 @@ def test_default_is_every_ended_run_and_the_url_holds_the_choice(tmp_path, monke
     assert not at.exception and not at.error
     runs = next(m for m in at.multiselect if m.label == "Runs")
     assert len(runs.value) == 35
-    assert set(at.query_params["runs"].split(",")) == {first, *copies}
+    assert "runs" not in at.query_params  # every run: the default needs no list in the URL
     shown = _summary(at)
     assert shown["n"].max() == 35
     linked = _at(url, monkeypatch, {"runs": f"{copies[0]},{copies[1]}", "by": "-"})
@@ -365,3 +365,11 @@ def test_over_time_and_reference_lines():
         shared = lines[lines["label"] != "collapse"]
         assert set(shared["group"]) == {""}
     assert cmp.scenario_units("commons").get("stock", "tons") == "tons"
+
+
+def test_a_name_that_suggests_a_share_does_not_clip_values_beyond_it():
+    """The grid games' `efficiency` is apples per step: values above 1 keep their mean and interval."""
+    ci = cmp.mean_ci([3.2, 3.5, 3.9], "efficiency")
+    assert ci["mean"] == pytest.approx(3.5333, abs=1e-3) and 3.2 <= ci["lo"] < ci["mean"] < ci["hi"] <= 3.9
+    assert cmp.value_bounds("efficiency", [3.2, 3.5]) == (-math.inf, math.inf)
+    assert cmp.value_bounds("efficiency", [0.2, 0.5]) == (0.0, 1.0)

@@ -237,3 +237,25 @@ def test_exports_are_the_figure_and_a_report_that_escapes_text():
     page = export.html_report("Run <x>", ["Said", ("text", "<script>alert(1)</script> 1. first"), chart,
                                           pd.DataFrame({"who": ["<b>agent</b>"]})])
     assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;b&gt;agent" in page and "<svg" in page
+
+
+def test_over_usage_counts_every_tick_of_a_run_longer_than_one_case(tmp_path, monkeypatch):
+    """A run of more ticks than one SQL CASE holds: the over-usage counts are those of a tick-by-tick recount."""
+    from analysis import queries as qs
+
+    monkeypatch.setattr(qs, "TICKS_PER_CASE", 3)
+    store = Store(f"sqlite:///{tmp_path / 'long.db'}")
+    run_id = execute(build_spec("commons", seed=1, ticks=8, sets=tuple(RICH[:1] + RICH[2:])), store).run_id
+    eng = qs.open_reader(store.url)
+    got = qs.over_usage(eng, run_id, "commons", store.get_run(run_id).spec["config"]).set_index("agent_id")
+    cls = __import__("scenarios.registry", fromlist=["REGISTRY"]).REGISTRY["commons"]
+    ticks = {t.tick: t.state for t in store.ticks(run_id)}
+    steps = store.steps(run_id)
+    expected: dict[int, int] = {}
+    for tick, state in ticks.items():
+        taken = [(s.agent_id, s.action["harvest"]) for s in steps if s.tick == tick and "harvest" in s.action]
+        limit = cls.usage_limit(store.get_run(run_id).spec["config"], state, len(taken))
+        for aid, value in taken:
+            expected[aid] = expected.get(aid, 0) + (value > limit + 1e-9)
+    assert got["over_usage"].to_dict() == expected and got["usage_decisions"].sum() == sum(1 for s in steps if "harvest" in s.action)
+    assert sum(expected.values()) > 0

@@ -136,6 +136,7 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
                 model.seeds = SeedStream(spec.seed, model.profile.rng, tuple(spec.rollout))
             plan.attach(model)
             store.set_initial(run_id, model.initial_state())
+            store.add_agents(run_id, model.take_joined())  # who takes part, before tick 1 (which may fail)
             last = total if stop_after is None else min(total, stop_after)
             while model.running and model.tick < last:
                 model.step()

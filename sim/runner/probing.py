@@ -156,6 +156,7 @@ def run_probes(spec: RunSpec, store: Store, *, names: Sequence[str] = (), seeds:
     used = "+".join(sorted(p for p in backends if p in spec.policies()))
     started = time.perf_counter()
     run_id = store.create_run(spec, versions(), origin=ORIGIN, backends=used)
+    store.set_initial(run_id, {})  # a probe starts from no world: nothing for the app to rebuild
     results: list[ProbeResult] = []
     try:
         with stop_signals():  # Ctrl-C, SIGTERM, SIGHUP: stored as failed, the exit code says which
