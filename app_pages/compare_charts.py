@@ -59,9 +59,10 @@ def survival_curves(curves: pd.DataFrame, names: Mapping[str, str], horizon: Opt
     top = max(float(horizon or 0), float(pd.to_numeric(data["time"], errors="coerce").max() or 0))
     return alt.Chart(data, title="Kaplan-Meier: share of runs not collapsed").mark_line(
         interpolate="step-after", point=True).encode(
-        x=alt.X("time:Q", title="ticks survived", scale=alt.Scale(domain=[0, top], nice=False)),
+        x=alt.X("time:Q", title="ticks survived", scale=alt.Scale(domain=[0, top], nice=False),
+                axis=alt.Axis(format="d", tickMinStep=1)),
         y=alt.Y("survival:Q", scale=alt.Scale(domain=[0, 1]), title="S(t)"),
-        color=alt.Color("name:N", title="group", sort=_order(names), legend=alt.Legend(labelLimit=0)),
+        color=alt.Color("name:N", title="group", sort=_order(names), legend=alt.Legend(labelLimit=0, symbolLimit=0)),
         tooltip=["name:N", "label:N", "time:Q", alt.Tooltip("survival:Q", format=".3f"), "at_risk:Q", "collapsed:Q",
                  "censored:Q"],
     ).properties(height=280)
@@ -73,9 +74,9 @@ def over_time(frame: pd.DataFrame, names: Mapping[str, str], metric: str, *, uni
     lines dashed with their labels."""
     data = _named(frame, names)
     order = _order(names)
-    color = alt.Color("name:N", title="group", sort=order, legend=alt.Legend(labelLimit=0))
+    color = alt.Color("name:N", title="group", sort=order, legend=alt.Legend(labelLimit=0, symbolLimit=0))
     y_title = f"{metric} ({unit})" if unit else metric
-    base = alt.Chart(data).encode(x=alt.X("tick:Q", title=noun))
+    base = alt.Chart(data).encode(x=alt.X("tick:Q", title=noun, axis=alt.Axis(format="d", tickMinStep=1)))
     band = base.mark_area(opacity=0.2).encode(y=alt.Y("lo:Q", title=y_title, scale=alt.Scale(zero=False)),
                                               y2="hi:Q", color=color)
     tips = ["name:N", "label:N", "tick:Q", "runs:Q", alt.Tooltip("mean:Q", format=".4g"),
