@@ -68,7 +68,7 @@ def test_run_page_says_nothing_of_a_missing_reason(served):
 def test_compare_keeps_an_llm_group_apart_from_scripted_runs(served):
     runs = ",".join([*served["ids"]["scripted"], served["ids"]["llm"]])
     text = browser.open_page(served["driver"], f"{served['base']}/compare?runs={runs}", "Compare")
-    found = re.search(r"(\d+) runs in (\d+) group", text)
+    found = re.search(r"(\d+) of \d+ ended runs.*? in (\d+) group", text)
     assert found and (int(found.group(1)), int(found.group(2))) == (3, 2), text[:800]
 
 
