@@ -86,9 +86,10 @@ def chrome(width: int = 1400, height: int = 1800) -> Iterator[Any]:
         driver.quit()
 
 
-def open_page(driver: Any, url: str, heading: str, *, charts: bool = True, timeout: float = 90.0) -> str:
+def open_page(driver: Any, url: str, heading: str, *, charts: bool = True, timeout: float = 90.0,
+              charts_required: bool = True) -> str:
     """Load `url`, wait for an h1 containing `heading`, for the app to stop running and (if `charts`) for a chart to
-    be drawn; returns the page's text."""
+    be drawn (a page that may have none: `charts_required=False` waits a little, then goes on); returns its text."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -98,8 +99,14 @@ def open_page(driver: Any, url: str, heading: str, *, charts: bool = True, timeo
     wait.until(ec.text_to_be_present_in_element((By.TAG_NAME, "h1"), heading))
     idle(driver, timeout)
     if charts:
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid='stVegaLiteChart'] canvas, "
-                                                              "[data-testid='stVegaLiteChart'] svg"))
+        from selenium.common.exceptions import TimeoutException
+
+        try:
+            WebDriverWait(driver, timeout if charts_required else 8).until(lambda d: d.find_elements(
+                By.CSS_SELECTOR, "[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg"))
+        except TimeoutException:
+            if charts_required:
+                raise
     time.sleep(0.8)  # let the charts finish drawing
     return driver.find_element(By.TAG_NAME, "body").text
 

@@ -111,8 +111,12 @@ def shoot(url: str, out: Path) -> list[tuple[str, str]]:
                 run_id, chosen = _pick(runs, scenario), ""
             query = "&".join(p for p in ((f"run={run_id}" if run_id else ""), chosen, extra) if p)
             charts = slug not in ("runs", "launch", "policies", "conversations", "events")
+            if scenario and not scenario.endswith("*") and run_id is None:  # this store has no run of that kind
+                charts = False
+                what += f" (this store has no {scenario} run: the page shows its newest run)"
             try:
-                browser.open_page(driver, f"{base}/{slug}" + (f"?{query}" if query else ""), heading, charts=charts)
+                browser.open_page(driver, f"{base}/{slug}" + (f"?{query}" if query else ""), heading, charts=charts,
+                                  charts_required=False)  # (a run may have nothing to chart on a page: it says so)
             except Exception as exc:  # noqa: BLE001 - a page that does not draw is shot as it is, and said so
                 what += f" (did not finish drawing: {type(exc).__name__})"
             name = f"{i:02d}-{slug}{'-' + extra.split('=')[1].replace('+', '-').lower() if extra else ''}.png"
