@@ -79,6 +79,7 @@ def test_interrupted_sweep_resumes_to_the_uninterrupted_result(backend, tmp_path
         for table in ("agent_steps", "events", "llm_calls", "ticks"):
             conn.exec_driver_sql(f"DELETE FROM {table} WHERE run_id = '{ids[0]}'")
             conn.exec_driver_sql(f"DELETE FROM {table} WHERE run_id = '{ids[2]}' AND tick > 2")
+        conn.exec_driver_sql(f"DELETE FROM run_agents WHERE run_id = '{ids[0]}'")  # (agents joined at 0: kept for ids[2])
         conn.exec_driver_sql(f"DELETE FROM runs WHERE id = '{ids[0]}'")
         conn.exec_driver_sql(f"UPDATE runs SET status = 'failed', reason = 'boom' WHERE id = '{ids[1]}'")
         conn.exec_driver_sql(f"UPDATE runs SET status = 'running', ticks = 2, owner_pid = {dead}, final_metrics = '{{}}' "
