@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
-from analysis import queries
+from analysis import events, queries
 from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
 from sim.reward.docs import scenario_metric_docs
@@ -85,15 +85,28 @@ def runs() -> pd.DataFrame:
     return _runs(db_url())
 
 
+#: the modules whose queries pages call through `q` and `eq`
+_QUERY_MODULES = {"queries": queries, "events": events}
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
-def _query(url: str, name: str, version: Any, args: tuple, kwargs: tuple) -> Any:
-    return getattr(queries, name)(engine(url), *args, **dict(kwargs))
+def _query(url: str, module: str, name: str, version: Any, args: tuple, kwargs: tuple) -> Any:
+    return getattr(_QUERY_MODULES[module], name)(engine(url), *args, **dict(kwargs))
+
+
+def _cached(module: str, name: str, run: Optional[dict[str, Any]], args: tuple, kwargs: dict[str, Any]) -> Any:
+    version = (run.get("run_id"), run.get("ticks"), run.get("status")) if run else None
+    return _query(db_url(), module, name, version, args, tuple(sorted(kwargs.items())))
 
 
 def q(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
     """`analysis.queries.NAME(engine, *args, **kwargs)`, cached until the run commits another tick."""
-    version = (run.get("run_id"), run.get("ticks"), run.get("status")) if run else None
-    return _query(db_url(), name, version, args, tuple(sorted(kwargs.items())))
+    return _cached("queries", name, run, args, kwargs)
+
+
+def eq(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+    """`analysis.events.NAME(engine, *args, **kwargs)` (the Conversations and Event log queries), cached as `q`."""
+    return _cached("events", name, run, args, kwargs)
 
 
 def clear_caches() -> None:
@@ -204,11 +217,18 @@ def metric_docs(run: dict[str, Any], final: bool = False) -> dict[str, str]:
     return scenario_metric_docs(scenario_class(run["scenario"]))["final" if final else "tick"]
 
 
-def _int(value: Any) -> Optional[int]:
+def as_int(value: Any) -> Optional[int]:
+    """`value` as an int (a URL's text, surrounding spaces allowed), None when it is not one."""
     try:
         return int(str(value))
     except (TypeError, ValueError):
         return None
+
+
+def init_state(key: str, value: Any) -> None:
+    """Give session_state[key] its first value (a widget's, from the URL), leaving one the user chose alone."""
+    if key not in st.session_state:
+        st.session_state[key] = value
 
 
 def tick_picker(run: dict[str, Any], label: str = "Tick", key: Optional[str] = None) -> Optional[int]:
@@ -218,13 +238,13 @@ def tick_picker(run: dict[str, Any], label: str = "Tick", key: Optional[str] = N
     if last < 1:
         st.info("This run has no committed tick yet.")
         return None
-    wanted = _int(st.session_state.get("cursor_tick")) or _int(url_value("tick")) or last
+    wanted = as_int(st.session_state.get("cursor_tick")) or as_int(url_value("tick")) or last
     wanted = min(max(1, wanted), last)
     if last == 1:
         tick = 1
     else:
         widget = key or "cursor_slider"
-        current = _int(st.session_state.get(widget))
+        current = as_int(st.session_state.get(widget))
         if current is None or not 1 <= current <= last:  # a page that had no cursor yet, or another run's
             st.session_state[widget] = wanted
         tick = int(st.slider(label, 1, last, key=widget, help="the replay cursor: shared by every page, and in the URL"))
@@ -237,7 +257,7 @@ def choose_agent(ids: list[int], labels: Optional[dict[int, str]] = None, label:
     """One agent of the run (`?agent=ID` in the URL, shared by the pages); None when there are none."""
     if not ids:
         return None
-    wanted = _int(st.session_state.get("cursor_agent")) or _int(url_value("agent"))
+    wanted = as_int(st.session_state.get("cursor_agent")) or as_int(url_value("agent"))
     index = ids.index(wanted) if wanted in ids else 0
     names = labels or {}
     agent = st.selectbox(label, ids, index=index, format_func=lambda a: names.get(a, f"agent {a}"))

@@ -18,7 +18,8 @@ from analysis import compare as cmp
 from analysis import queries
 from app_pages import charts, export
 from app_pages import compare_charts as cc
-from app_pages.common import db_url, engine as common_engine, page, q, scenario_class, set_url, url_list, url_tabs, url_value
+from app_pages.common import (db_url, engine as common_engine, init_state, page, q, scenario_class, set_url, url_list, url_tabs,
+                              url_value)
 
 #: Over time reads one tick frame per run; past this many runs it reads the newest ones and says so
 MAX_OVER_TIME = 400
@@ -47,11 +48,6 @@ class View:
 
 
 # ----- choosing runs ---------------------------------------------------------------------------------------------------
-def _init(key: str, value: Any) -> None:
-    if key not in st.session_state:
-        st.session_state[key] = value
-
-
 def _pick(table: pd.DataFrame) -> tuple[pd.DataFrame, int, str]:
     """The chosen runs, how many were offered, and where from; the choice is in the URL (?runs=, ?sweep=)."""
     ended = table[table["status"] != "running"]
@@ -60,10 +56,10 @@ def _pick(table: pd.DataFrame) -> tuple[pd.DataFrame, int, str]:
     url_runs = [i for i in url_list("runs") if i in set(ended["run_id"])]
     sweeps = sorted(ended["sweep_id"].dropna().unique()) if "sweep_id" in ended else []
     modes = ["by hand"] + (["a sweep"] if sweeps else [])
-    _init("compare_mode", "a sweep" if url_value("sweep") in sweeps else "by hand")
+    init_state("compare_mode", "a sweep" if url_value("sweep") in sweeps else "by hand")
     mode = st.radio("Choose runs", modes, horizontal=True, key="compare_mode")
     if mode == "a sweep":
-        _init("compare_sweep", url_value("sweep") if url_value("sweep") in sweeps else sweeps[0])
+        init_state("compare_sweep", url_value("sweep") if url_value("sweep") in sweeps else sweeps[0])
         sweep = st.selectbox("Sweep", sweeps, key="compare_sweep")
         set_url("sweep", sweep)
         pool, source = ended[ended["sweep_id"] == sweep], f"sweep {sweep}"
@@ -71,7 +67,7 @@ def _pick(table: pd.DataFrame) -> tuple[pd.DataFrame, int, str]:
         set_url("sweep", None)
         scenarios = sorted(ended["scenario"].unique())
         from_url = ended.loc[ended["run_id"].isin(url_runs), "scenario"]
-        _init("compare_scenario", from_url.iloc[0] if len(from_url) else str(ended.iloc[0]["scenario"]))
+        init_state("compare_scenario", from_url.iloc[0] if len(from_url) else str(ended.iloc[0]["scenario"]))
         if st.session_state["compare_scenario"] not in scenarios:
             st.session_state["compare_scenario"] = scenarios[0]
         scenario = st.selectbox("Scenario", scenarios, key="compare_scenario")
@@ -154,7 +150,7 @@ def _seeds(view: View) -> None:
     if not view.metrics:
         st.info("These runs have no final metrics yet.")
         return
-    _init("compare_metrics", [m for m in url_list("metrics") if m in view.metrics] or _default_metrics(view.metrics))
+    init_state("compare_metrics", [m for m in url_list("metrics") if m in view.metrics] or _default_metrics(view.metrics))
     st.session_state["compare_metrics"] = [m for m in st.session_state["compare_metrics"] if m in view.metrics]
     picked = st.multiselect("Final metrics", view.metrics, key="compare_metrics")
     set_url("metrics", picked)
@@ -197,7 +193,7 @@ def _ablation(view: View) -> None:
         st.info("All chosen runs share one reward mode; choose runs with private, integrated and cooperative modes "
                 "(e.g. `--set reward_mode=cooperative`) to see the ablation.")
         return
-    _init("ablation_metrics", _default_metrics(view.metrics))
+    init_state("ablation_metrics", _default_metrics(view.metrics))
     st.session_state["ablation_metrics"] = [m for m in st.session_state["ablation_metrics"] if m in view.metrics]
     picked = st.multiselect("Metrics", view.metrics, key="ablation_metrics")
     summary, figures, legend = _ablation_figures(view, picked)
@@ -264,7 +260,7 @@ def _over_time(view: View) -> None:
         st.info("These runs have no per-tick metrics stored.")
         return
     wanted = url_value("metric")
-    _init("compare_over_metric", wanted if wanted in metrics else _over_time_default(view, metrics))
+    init_state("compare_over_metric", wanted if wanted in metrics else _over_time_default(view, metrics))
     if st.session_state["compare_over_metric"] not in metrics:
         st.session_state["compare_over_metric"] = metrics[0]
     metric = st.selectbox("Per-tick metric", metrics, key="compare_over_metric")

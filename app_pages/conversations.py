@@ -16,21 +16,10 @@ import pandas as pd
 import streamlit as st
 
 from analysis import events
-from app_pages.common import choose_run, db_url, engine, page, set_url, url_list, url_value
+from app_pages.common import as_int, choose_run, eq, init_state, page, set_url, url_list, url_value
 
 PAGE_SIZE = 100
 MAX_INDENT = 6
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def _query(url: str, name: str, version: Any, args: tuple, kwargs: tuple) -> Any:
-    return getattr(events, name)(engine(url), *args, **dict(kwargs))
-
-
-def eq(name: str, run: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-    """`analysis.events.NAME(engine, *args, **kwargs)`, cached until the run commits another tick."""
-    version = (run.get("run_id"), run.get("ticks"), run.get("status"))
-    return _query(db_url(), name, version, args, tuple(sorted(kwargs.items())))
 
 
 _MD = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=])")
@@ -39,13 +28,6 @@ _MD = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=])")
 def md_escape(text: object) -> str:
     """`text` with markdown's special characters escaped, for a caption or label that must show it literally."""
     return _MD.sub(r"\\\1", str(text))
-
-
-def _int(value: Any) -> Optional[int]:
-    try:
-        return int(str(value).strip())
-    except (TypeError, ValueError):
-        return None
 
 
 def _who(agent: object) -> str:
@@ -105,7 +87,7 @@ def _message(m: pd.Series, items: dict[int, dict[str, Any]]) -> None:
     data = m["data"] if isinstance(m["data"], dict) else {}
     with st.chat_message("user", avatar=":material/person:"):
         st.markdown(f"**{_who(m['actor'])} → {md_escape(_to(m['target'], data))}** · `{md_escape(m['kind'])}`")
-        parent = _int(data.get("parent"))
+        parent = as_int(data.get("parent"))
         if m["kind"] == "comment" and parent is not None and parent in items and items[parent]["kind"] == "comment":
             p = items[parent]
             st.caption(f"replying to {_who(p['actor'])}'s comment (tick {p['tick']}):")
@@ -136,7 +118,7 @@ def _tick(part: pd.DataFrame, items: dict[int, dict[str, Any]]) -> None:
     order: list[tuple[str, Any]] = []
     for _, m in part.iterrows():
         data = m["data"] if isinstance(m["data"], dict) else {}
-        if m["kind"] == "comment" and _int(data.get("parent")) is not None:
+        if m["kind"] == "comment" and as_int(data.get("parent")) is not None:
             root = events.thread_root(items, int(data["parent"]))
             if root not in threads:
                 threads[root] = []
@@ -156,11 +138,6 @@ def _tick(part: pd.DataFrame, items: dict[int, dict[str, Any]]) -> None:
                 _message(m, items)
 
 
-def _init(key: str, value: Any) -> None:
-    if key not in st.session_state:
-        st.session_state[key] = value
-
-
 def render(table: pd.DataFrame) -> None:
     run = choose_run(table)
     rid = run["run_id"]
@@ -173,25 +150,25 @@ def render(table: pd.DataFrame) -> None:
     lo, hi = span if span else (1, max(1, int(run.get("ticks") or 1)))
 
     c = st.columns([3, 3, 2])
-    _init("conv_q", url_value("q") or "")
+    init_state("conv_q", url_value("q") or "")
     search = c[0].text_input("Search what was said", key="conv_q", placeholder="words, case-insensitive",
                              help="a case-insensitive substring of the text (of a proposal or payment: its data)")
     wanted = [k for k in url_list("kind") if k in kinds]
-    _init("conv_kinds", wanted or list(kinds))
+    init_state("conv_kinds", wanted or list(kinds))
     st.session_state["conv_kinds"] = [k for k in st.session_state["conv_kinds"] if k in kinds]
     chosen = c[1].multiselect("Kinds", kinds, key="conv_kinds")
-    _init("conv_agent", url_value("agent") or "")
+    init_state("conv_agent", url_value("agent") or "")
     agent_text = c[2].text_input("From or to agent (id)", key="conv_agent", placeholder="everyone")
-    agent = _int(agent_text) if agent_text.strip() else None
+    agent = as_int(agent_text) if agent_text.strip() else None
     if agent_text.strip() and agent is None:
         st.warning(f"{agent_text!r} is not an agent id; showing everyone.")
     ticks = (lo, hi)
     if hi > lo:
-        from_url = [_int(v) for v in (url_value("ticks") or "").split("-")]
+        from_url = [as_int(v) for v in (url_value("ticks") or "").split("-")]
         default = (lo, hi)
         if len(from_url) == 2 and None not in from_url:
             default = (max(lo, min(from_url)), min(hi, max(from_url)))
-        _init("conv_ticks", default)
+        init_state("conv_ticks", default)
         a, b = st.session_state["conv_ticks"]
         st.session_state["conv_ticks"] = (max(lo, min(a, hi)), min(hi, max(b, lo)))
         ticks = tuple(int(t) for t in st.slider("Ticks", lo, hi, key="conv_ticks"))
@@ -213,8 +190,8 @@ def render(table: pd.DataFrame) -> None:
         st.info("Nothing said matches these filters.")
         return
     pages = max(1, math.ceil(total / PAGE_SIZE))
-    _init("conv_page", _int(url_value("p")) or 1)
-    st.session_state["conv_page"] = max(1, min(pages, _int(st.session_state["conv_page"]) or 1))
+    init_state("conv_page", as_int(url_value("p")) or 1)
+    st.session_state["conv_page"] = max(1, min(pages, as_int(st.session_state["conv_page"]) or 1))
     number = 1
     if pages > 1:
         number = int(st.number_input(f"Page (of {pages}, {PAGE_SIZE} messages each)", min_value=1, max_value=pages,
@@ -225,7 +202,7 @@ def render(table: pd.DataFrame) -> None:
     st.caption(f"Showing messages {offset + 1}–{offset + len(said)} of {total}"
                + (f" (page {number} of {pages})" if pages > 1 else "")
                + f", ticks {int(said['tick'].min())}–{int(said['tick'].max())}.")
-    parents = [_int(d.get("parent")) for d in said["data"] if isinstance(d, dict)]
+    parents = [as_int(d.get("parent")) for d in said["data"] if isinstance(d, dict)]
     items = eq("thread_items", run, rid, tuple(sorted({p for p in parents if p is not None})),
                up_to_tick=int(said["tick"].max())) if any(p is not None for p in parents) else {}
     for tick, part in said.groupby("tick", sort=True):

@@ -16,34 +16,11 @@ import streamlit as st
 
 from analysis import events
 from app_pages import charts
-from app_pages.common import choose_run, db_url, engine, page, set_url, tick_picker, url_list, url_value
+from app_pages.common import as_int, choose_run, eq, init_state, page, set_url, tick_picker, url_list, url_value
 
 PAGE_SIZE = 200
 MODES = ["Log", "Replay"]
 SHOWN_METRICS = 8
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def _query(url: str, name: str, version: Any, args: tuple, kwargs: tuple) -> Any:
-    return getattr(events, name)(engine(url), *args, **dict(kwargs))
-
-
-def eq(name: str, run: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-    """`analysis.events.NAME(engine, *args, **kwargs)`, cached until the run commits another tick."""
-    version = (run.get("run_id"), run.get("ticks"), run.get("status"))
-    return _query(db_url(), name, version, args, tuple(sorted(kwargs.items())))
-
-
-def _int(value: Any) -> Optional[int]:
-    try:
-        return int(str(value).strip())
-    except (TypeError, ValueError):
-        return None
-
-
-def _init(key: str, value: Any) -> None:
-    if key not in st.session_state:
-        st.session_state[key] = value
 
 
 def _highlight(row: pd.Series) -> list[str]:
@@ -56,8 +33,8 @@ def _pager(total: int, key: str, url_key: Optional[str], signature: Any) -> int:
     if st.session_state.get(f"{key}_signature") not in (None, signature):
         st.session_state[key] = 1
     st.session_state[f"{key}_signature"] = signature
-    _init(key, (_int(url_value(url_key)) if url_key else None) or 1)
-    st.session_state[key] = max(1, min(pages, _int(st.session_state[key]) or 1))
+    init_state(key, (as_int(url_value(url_key)) if url_key else None) or 1)
+    st.session_state[key] = max(1, min(pages, as_int(st.session_state[key]) or 1))
     number = 1
     if pages > 1:
         number = int(st.number_input(f"Page (of {pages}, {PAGE_SIZE} rows each)", min_value=1, max_value=pages, step=1,
@@ -116,23 +93,23 @@ def render(table: pd.DataFrame) -> None:
     if not kinds:
         st.info("This run has no events or decisions yet.")
         return
-    _init("log_mode", url_value("mode") if url_value("mode") in MODES else MODES[0])
+    init_state("log_mode", url_value("mode") if url_value("mode") in MODES else MODES[0])
     mode = st.radio("View", MODES, key="log_mode", horizontal=True,
                     help="Log: every event and decision; Replay: what happened at the replay cursor's tick")
     set_url("mode", mode if mode != MODES[0] else None)
 
     c = st.columns([3, 3, 2])
-    _init("log_q", url_value("q") or "")
+    init_state("log_q", url_value("q") or "")
     search = c[0].text_input("Search", key="log_q", placeholder="words, case-insensitive",
                              help="a case-insensitive substring of an event's data, or of a decision's action or reason")
     wanted = [k for k in url_list("kind") if k in kinds]
-    _init("log_kinds", wanted or list(kinds))
+    init_state("log_kinds", wanted or list(kinds))
     st.session_state["log_kinds"] = [k for k in st.session_state["log_kinds"] if k in kinds]
     chosen = c[1].multiselect("Kinds", kinds, key="log_kinds", help=f"`{events.DECISION}`: the agents' decisions")
-    _init("log_agent", url_value("agent") or "")
+    init_state("log_agent", url_value("agent") or "")
     agent_text = c[2].text_input("Agent (id)", key="log_agent", placeholder="every agent",
                                  help="events it made or was the target of, and its decisions")
-    agent = _int(agent_text) if agent_text.strip() else None
+    agent = as_int(agent_text) if agent_text.strip() else None
     if agent_text.strip() and agent is None:
         st.warning(f"{agent_text!r} is not an agent id; showing every agent.")
     set_url("q", search.strip() or None)
@@ -161,11 +138,11 @@ def render(table: pd.DataFrame) -> None:
     hi = max(last, int(counts_all["tick"].max())) if not counts_all.empty else last
     ticks: tuple[int, int] = (lo, hi)
     if hi > lo:
-        from_url = [_int(v) for v in (url_value("ticks") or "").split("-")]
+        from_url = [as_int(v) for v in (url_value("ticks") or "").split("-")]
         default = (lo, hi)
         if len(from_url) == 2 and None not in from_url:
             default = (max(lo, min(from_url)), min(hi, max(from_url)))
-        _init("log_ticks", default)
+        init_state("log_ticks", default)
         a, b = st.session_state["log_ticks"]
         st.session_state["log_ticks"] = (max(lo, min(a, hi)), min(hi, max(b, lo)))
         ticks = tuple(int(t) for t in st.slider("Ticks", lo, hi, key="log_ticks"))
