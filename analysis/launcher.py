@@ -28,7 +28,7 @@ from sim.core.errors import UsageError
 from sim.core.fields import describe_fields
 from sim.core.spec import LLMSpec, RunSpec
 from sim.runner.backends import preflight
-from sim.runner.config import MAX_CONFIG_BYTES, build_spec, llm_overrides, parse_sets, safe_yaml, validate_config
+from sim.runner.config import build_spec, llm_overrides, parse_sets, validate_config, yaml_mapping
 from sim.runner.data import DATA_KEY, check_data
 from sim.runner.execution import horizon
 from sim.runner.probing import refuse_probe_run
@@ -182,25 +182,9 @@ def launch(scenario: str, config: dict[str, Any], *, seed: int, policy: str, db_
 
 
 def read_yaml_text(text: str | bytes, what: str) -> dict[str, Any]:
-    """A YAML mapping from uploaded or pasted text, checked as `societas` checks a config file (size, UTF-8, malformed
-    YAML, alias bombs); empty text or anything but a mapping is refused too. UsageError naming `what` otherwise."""
-    if isinstance(text, bytes):
-        if len(text) > MAX_CONFIG_BYTES:
-            raise UsageError(f"{what} is {len(text)} bytes; a config is at most {MAX_CONFIG_BYTES}")
-        try:
-            text = text.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise UsageError(f"{what} is not UTF-8 text (binary, or another encoding such as UTF-16)") from None
-    if len(text) > MAX_CONFIG_BYTES:
-        raise UsageError(f"{what} is {len(text)} characters; a config is at most {MAX_CONFIG_BYTES}")
-    if "\x00" in text:
-        raise UsageError(f"{what} is not UTF-8 text (it holds NUL bytes)")
-    data = safe_yaml(text, what)
-    if data is None:
-        raise UsageError(f"{what} is empty: it holds no field: value (e.g. `months: 12`)")
-    if not isinstance(data, dict):
-        raise UsageError(f"{what} must hold a mapping of field: value, not {type(data).__name__}")
-    return data
+    """A YAML mapping from uploaded or pasted text, checked as `societas` checks a config file (`yaml_mapping`: size,
+    UTF-8, malformed YAML, alias bombs); empty text or anything but a mapping is refused too."""
+    return yaml_mapping(text, what, if_empty="is empty: it holds no field: value (e.g. `months: 12`)")
 
 
 def launch_yaml(text: str | bytes, *, scenario: Optional[str], db_url: str, what: str = "the config") -> Launch:

@@ -96,19 +96,31 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raw = p.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read config file {what}: {exc.strerror}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise UsageError(f"config file {what} is {len(raw)} bytes; a config is at most {MAX_CONFIG_BYTES}")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise UsageError(f"config file {what} is not UTF-8 text (binary, or another encoding such as UTF-16)") from None
+    return yaml_mapping(raw, f"config file {what}")
+
+
+def yaml_mapping(text: str | bytes, what: str, *, if_empty: Optional[str] = None) -> dict[str, Any]:
+    """A YAML mapping from a file's bytes or from text (uploaded or pasted in the app): checked for size, UTF-8, NUL
+    bytes, malformed YAML and alias bombs (`safe_yaml`), and for being a mapping; UsageError naming `what` otherwise.
+    Empty YAML is {} unless `if_empty` says why it is refused."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_CONFIG_BYTES:
+            raise UsageError(f"{what} is {len(text)} bytes; a config is at most {MAX_CONFIG_BYTES}")
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise UsageError(f"{what} is not UTF-8 text (binary, or another encoding such as UTF-16)") from None
+    elif len(text) > MAX_CONFIG_BYTES:
+        raise UsageError(f"{what} is {len(text)} characters; a config is at most {MAX_CONFIG_BYTES}")
     if "\x00" in text:
-        raise UsageError(f"config file {what} is not UTF-8 text (it holds NUL bytes)")
-    data = safe_yaml(text, f"config file {what}")
+        raise UsageError(f"{what} is not UTF-8 text (it holds NUL bytes)")
+    data = safe_yaml(text, what)
     if data is None:
+        if if_empty is not None:
+            raise UsageError(f"{what} {if_empty}")
         return {}
     if not isinstance(data, dict):
-        raise UsageError(f"config file {what} must hold a mapping of field: value, not {type(data).__name__}")
+        raise UsageError(f"{what} must hold a mapping of field: value, not {type(data).__name__}")
     return data
 
 
