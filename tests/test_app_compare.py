@@ -20,6 +20,7 @@ from sim.runner.execution import execute  # noqa: E402
 from sim.runner.resume import fork_run  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 from sim.store.tables import Run  # noqa: E402
+from tests import apptest  # noqa: E402
 
 SMALL = ("fishers=3", "months=3")
 GREEDY = "population=[{count: 3, strategy: greedy}]"  # collapses in month 1
@@ -83,29 +84,8 @@ def _tab(at: AppTest, name: str) -> AppTest:
     return at
 
 
-def _walk(node, out: list) -> list:
-    out.append(node)
-    children = getattr(node, "children", None)
-    if isinstance(children, dict):
-        for child in children.values():
-            _walk(child, out)
-    return out
-
-
-def _charts(at: AppTest) -> list[tuple[dict, dict[str, pd.DataFrame]]]:
-    """Every vega-lite chart on the page: its spec and its datasets as DataFrames."""
-    import pyarrow as pa
-
-    out = []
-    for el in _walk(at.main, []):
-        if getattr(el, "type", "") == "vega_lite_chart":
-            data = {d.name: pa.ipc.open_stream(d.data.data).read_pandas() for d in el.proto.datasets}
-            out.append((json.loads(el.proto.spec), data))
-    return out
-
-
 def _buttons(at: AppTest) -> list:
-    return [el for el in _walk(at.main, []) if getattr(el, "type", "") == "download_button"]
+    return [el for el in apptest.elements(at.main) if getattr(el, "type", "") == "download_button"]
 
 
 def _layers(spec: dict) -> list[dict]:
@@ -170,7 +150,7 @@ def test_intervals_stay_within_values_and_bounds(mixed, monkeypatch):
     for _, row in collapsed.iterrows():  # all or none collapsed: the interval reaches the observed end, and is wide
         assert (row["hi"] == 1.0 and row["lo"] < 0.7) or (row["lo"] == 0.0 and row["hi"] > 0.3), row.to_dict()
 
-    for _, data in _charts(at):  # the drawn error bars too
+    for _, data in apptest.charts(at):  # the drawn error bars too
         for frame in data.values():
             if {"lo", "hi"} <= set(frame.columns):
                 assert frame.dropna(subset=["lo"]).eval("lo >= 0 and hi <= 1").all()
@@ -182,7 +162,7 @@ def test_survival_curve_runs_to_the_horizon(mixed, monkeypatch):
     at = _tab(_at(mixed["url"], monkeypatch), "Survival")
     summary = at.dataframe[0].value
     assert {"share_collapsed", "mean_survival_time", "runs"} <= set(summary.columns)
-    (spec, data), = _charts(at)
+    (spec, data), = apptest.charts(at)
     curves = next(iter(data.values()))
     private = summary[~summary["group"].str.contains("fork|llm|greedy|cooperative")]["group"].iloc[0]
     line = curves[curves["group"] == private]
@@ -197,7 +177,7 @@ def test_group_labels_in_charts_are_short_distinct_and_never_cut(mixed, monkeypa
     """Charts name groups G1, G2, ... (distinct), never truncate them (labelLimit 0), and the full labels are in the
     legend table and tooltips."""
     at = _at(mixed["url"], monkeypatch)
-    charts = _charts(at)
+    charts = apptest.charts(at)
     assert charts
     for spec, data in charts:
         for layer in _layers(spec):
@@ -241,7 +221,7 @@ def test_reward_modes_chart_shows_each_run_as_a_point(mixed, monkeypatch):
     """The ablation's charts plot one dot per run inside a plot area that keeps its width in a narrow column (long
     labels ate it: the dots were all drawn at x = 0)."""
     at = _tab(_at(mixed["url"], monkeypatch), "Reward modes")
-    charts = _charts(at)
+    charts = apptest.charts(at)
     assert len(charts) >= 2
     for spec, data in charts:
         dots = next(f for f in data.values() if "run_id" in f.columns)
@@ -257,7 +237,7 @@ def test_over_time_shows_mean_and_band_per_group_with_reference_lines(mixed, mon
     assert "Over time" in [t.label for t in at.tabs]
     _tab(at, "Over time")
     assert at.selectbox(key="compare_over_metric").value == "stock"
-    (spec, data), = _charts(at)
+    (spec, data), = apptest.charts(at)
     frame = next(f for f in data.values() if {"mean", "lo", "hi", "tick"} <= set(f.columns))
     assert frame["name"].nunique() == 4  # the LLM copy stored no ticks
     assert (frame["lo"] <= frame["mean"]).all() and (frame["mean"] <= frame["hi"]).all()
@@ -286,7 +266,7 @@ def test_every_chart_exports_and_the_report_holds_tables_and_figures(mixed, monk
     for tab in ("Across seeds", "Reward modes", "Survival", "Over time", "Forks"):
         _tab(at, tab)
         labels = [b.proto.label for b in _buttons(at)]
-        n = len(_charts(at))
+        n = len(apptest.charts(at))
         assert n >= 1 and labels.count("PNG") == n and labels.count("SVG") == n, (tab, labels)
         assert "HTML report" in labels
     title, build = builds[-1]

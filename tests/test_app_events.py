@@ -230,19 +230,6 @@ def test_both_pages_render_a_run_of_every_scenario_in_both_modes(scenario, store
     assert at.radio(key="log_mode").value == "Replay"
 
 
-@pytest.mark.parametrize("kind", ["missing", "empty", "corrupt"])
-def test_event_log_is_friendly_without_usable_runs(kind, tmp_path, monkeypatch):
-    path = tmp_path / "runs.db"
-    if kind == "empty":
-        Store(f"sqlite:///{path}")
-    elif kind == "corrupt":
-        path.write_text("this is not a database")
-    monkeypatch.setenv("SOCIETAS_DB", f"sqlite:///{path}")
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    at.switch_page("app_pages/events.py").run()
-    assert not at.exception and [m.value for m in (*at.info, *at.error)]
-
-
 def test_replay_shows_the_cursor_tick(store, monkeypatch):
     """Replay at ?tick=2: the tick's metrics, and only its events and decisions."""
     rid = store["ids"]["talk"]

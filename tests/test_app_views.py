@@ -6,7 +6,6 @@ Each test names the defect it guards against (the issue "The app a researcher tr
 
 from __future__ import annotations
 
-import json
 
 import pandas as pd
 import pytest
@@ -18,6 +17,7 @@ from analysis import queries  # noqa: E402
 from sim.runner.config import build_spec  # noqa: E402
 from sim.runner.execution import execute  # noqa: E402
 from sim.store.store import Store  # noqa: E402
+from tests import apptest  # noqa: E402
 from tests.test_app import APP  # noqa: E402
 
 RICH = ["fishers=5", "sanctions=true", "population=[{count: 2, strategy: greedy}, {count: 3, strategy: sustainable}]"]
@@ -51,32 +51,10 @@ def _open(at: AppTest, page: str, run_id: str, **params: str) -> AppTest:
     return at
 
 
-def _charts(node, out: list) -> list:
-    if getattr(node, "type", None) == "vega_lite_chart":
-        out.append(node)
-    children = getattr(node, "children", None)
-    if isinstance(children, dict):
-        for child in children.values():
-            _charts(child, out)
-    return out
-
-
-def _arrow(data) -> list[dict]:
-    import pyarrow as pa
-
-    return pa.ipc.open_stream(data).read_pandas().to_dict("records")
-
-
 def _specs(at: AppTest) -> list[dict]:
-    """The Vega-Lite specs of the charts on the page, their data (sent as Arrow beside the spec) under `datasets`."""
-    specs = []
-    for chart in _charts(at.main, []):
-        spec = json.loads(chart.proto.spec)
-        spec["datasets"] = {ds.name: _arrow(ds.data.data) for ds in chart.proto.datasets}
-        if chart.proto.data.data:
-            spec["datasets"]["_main"] = _arrow(chart.proto.data.data)
-        specs.append(spec)
-    return specs
+    """The Vega-Lite specs of the charts on the page, their data as records under `datasets`."""
+    return [{**spec, "datasets": {name: frame.to_dict("records") for name, frame in data.items()}}
+            for spec, data in apptest.charts(at)]
 
 
 def _agent_box(at: AppTest):
