@@ -300,16 +300,6 @@ def agent_label(row: dict[str, Any]) -> str:
     return " · ".join(p for p in parts if p)
 
 
-def agent_index(engine: Engine, run_id: str) -> dict[str, Any]:
-    """How many agents a run had over all its ticks and their ids (from `run_agents`, else the distinct agents of
-    its steps: a run whose agents change, such as the donor game's generations, lists every one)."""
-    agents = run_agents(engine, run_id)
-    if agents.empty:
-        return {"count": 0, "min": None, "max": None, "ids": []}
-    ids = [int(a) for a in agents["agent_id"]]
-    return {"count": len(ids), "min": min(ids), "max": max(ids), "ids": ids if len(ids) <= 5000 else []}
-
-
 def agent_totals(engine: Engine, run_id: str) -> pd.DataFrame:
     """Per agent over the whole run, in SQL: ticks acted, total payoff and reward, fallbacks; norm violations,
     sanctions received and given (from the norm events)."""

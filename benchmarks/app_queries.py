@@ -110,7 +110,7 @@ def main() -> None:
     timed("tick_frame", queries.tick_frame, eng, RUN)
     timed("agent_tick_stats", queries.agent_tick_stats, eng, RUN)
     timed("payoffs_at", queries.payoffs_at, eng, RUN, last)
-    timed("agent_index", queries.agent_index, eng, RUN)
+    timed("agent_count", queries.agent_count, eng, RUN)
     timed("run_agents", queries.run_agents, eng, RUN)
     timed("agent_totals", queries.agent_totals, eng, RUN)
     timed("over_usage", queries.over_usage, eng, RUN, "commons", {"fishers": args.agents})
