@@ -82,7 +82,7 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
 
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-#: the newest revision in ./migrations (tests/test_store.py holds it to Alembic's own reading of the folder)
+#: the newest revision in ./migrations: a new migration moves it (tests/test_store.py holds it to Alembic's reading)
 HEAD = "0005"
 
 
@@ -175,7 +175,7 @@ def _migrate(engine: Engine) -> None:
     cfg = _alembic_config()
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, HEAD)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
