@@ -2,8 +2,8 @@
 
 Adding a scenario to the package = one package with a `SocietyModel` subclass, plus one line in
 `BUILTIN_REFS` below (its name and `module:Class`). The registry names scenarios without loading
-them: a built-in class is imported the first time it is used (`societas --help`, `list` and `show`
-of one run load no scenario, or one). A scenario of your own needs no change here:
+them: a built-in class is imported the first time it is used (`societas --help` and `list` load no
+scenario, `show RUN` only the run's). A scenario of your own needs no change here:
 
 - decorate its class with `@register` (also `sim.register`): `get_scenario("its name")` finds it
   in the process that imported it (a script, a notebook);
