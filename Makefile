@@ -38,6 +38,7 @@ docs: bootstrap
 
 bench: bootstrap
 	$(PY) benchmarks/engine.py
+	$(PY) benchmarks/cli.py
 	$(PY) benchmarks/llm_throughput.py
 	$(PY) benchmarks/llm_scale.py
 	$(PY) benchmarks/prompt_layout.py

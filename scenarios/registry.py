@@ -1,7 +1,9 @@
 """The scenario registry: a stable name for every scenario class, and user scenarios by reference.
 
 Adding a scenario to the package = one package with a `SocietyModel` subclass, plus one line in
-`REGISTRY` below. A scenario of your own needs no change here:
+`BUILTIN_REFS` below (its name and `module:Class`). The registry names scenarios without loading
+them: a built-in class is imported the first time it is used (`societas --help` and `list` load no
+scenario, `show RUN` only the run's). A scenario of your own needs no change here:
 
 - decorate its class with `@register` (also `sim.register`): `get_scenario("its name")` finds it
   in the process that imported it (a script, a notebook);
@@ -14,35 +16,56 @@ Adding a scenario to the package = one package with a `SocietyModel` subclass, p
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Optional, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union, overload
 
-from scenarios.commons.model import CommonsModel
-from scenarios.donor.model import DonorModel
-from scenarios.grid.model import CleanupModel, GatheringModel
-from scenarios.market.model import MarketModel
-from scenarios.social.model import SocialModel
 from sim.core import refs
 from sim.core.errors import UsageError
-from sim.tick.model import SocietyModel
 
-__all__ = ["REGISTRY", "BUILTIN", "get_scenario", "find_scenario", "reference_of", "register", "register_strategy",
-           "is_reference"]
+if TYPE_CHECKING:  # pragma: no cover - for type checkers: the class is imported when a scenario is checked
+    from sim.tick.model import SocietyModel
 
-M = TypeVar("M", bound=type[SocietyModel])
+__all__ = ["REGISTRY", "BUILTIN", "BUILTIN_REFS", "get_scenario", "find_scenario", "reference_of", "register",
+           "register_strategy", "is_reference"]
+
+M = TypeVar("M", bound="type[SocietyModel]")
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: the scenarios shipped with the package, by reference: each is imported the first time it is used
+BUILTIN_REFS: dict[str, str] = {
+    "commons": "scenarios.commons.model:CommonsModel",
+    "donor": "scenarios.donor.model:DonorModel",
+    "market": "scenarios.market.model:MarketModel",
+    "social": "scenarios.social.model:SocialModel",
+    "gathering": "scenarios.grid.model:GatheringModel",
+    "cleanup": "scenarios.grid.model:CleanupModel",
+}
 
 
 class _Registry(dict):
-    """name -> scenario class. `.get(ref)` also resolves a `module:Class` / `file.py:Class` reference
-    (None when it cannot be loaded), so readers of stored runs (summaries, the app) find user scenarios."""
+    """name -> scenario class. A built-in is held as its `module:Class` reference until first read (`[]`, `get`,
+    `items`, `values`), then as its class; names (`in`, `sorted`, `len`) never import anything. `.get(ref)` also
+    resolves a `module:Class` / `file.py:Class` reference (None when it cannot be loaded), so readers of stored
+    runs (summaries, the app) find user scenarios."""
+
+    def __getitem__(self, key: Any) -> Any:
+        value = dict.__getitem__(self, key)
+        if isinstance(value, str):  # a built-in not loaded yet (its module is ours: an error in it is a bug, not bad input)
+            module, _, name = value.partition(":")
+            value = getattr(importlib.import_module(module), name)
+            dict.__setitem__(self, key, value)
+        return value
+
+    def __iter__(self) -> Iterator[Any]:  # defined so that dict(REGISTRY) and {**REGISTRY} read through __getitem__
+        return dict.__iter__(self)
 
     def get(self, key: Any, default: Any = None) -> Any:  # noqa: D102
         if dict.__contains__(self, key):
-            return dict.__getitem__(self, key)
+            return self[key]
         if isinstance(key, str) and is_reference(key):
             try:
                 return _load_reference(key)
@@ -50,17 +73,31 @@ class _Registry(dict):
                 return default
         return default
 
+    def items(self) -> Any:  # noqa: D102 - every class loaded (a listing of all scenarios)
+        for key in list(dict.keys(self)):
+            self[key]
+        return dict.items(self)
 
-REGISTRY: dict[str, type[SocietyModel]] = _Registry({
-    CommonsModel.name: CommonsModel,
-    DonorModel.name: DonorModel,
-    MarketModel.name: MarketModel,
-    SocialModel.name: SocialModel,
-    GatheringModel.name: GatheringModel,
-    CleanupModel.name: CleanupModel,
-})
+    def values(self) -> Any:  # noqa: D102
+        return dict(self.items()).values()
+
+
+REGISTRY: dict[str, type[SocietyModel]] = _Registry(BUILTIN_REFS)
 #: the names shipped with the package: never replaced by `register`
-BUILTIN = frozenset(REGISTRY)
+BUILTIN = frozenset(BUILTIN_REFS)
+
+
+def _society_model() -> type[SocietyModel]:
+    """The scenarios' base class, imported when a class is checked: by then the class in hand has loaded it (a
+    class cannot subclass what was never imported), so naming scenarios alone loads no Mesa."""
+    from sim.tick.model import SocietyModel
+
+    return SocietyModel
+
+
+def _is_scenario_class(obj: Any) -> bool:
+    base = _society_model()
+    return isinstance(obj, type) and issubclass(obj, base) and obj is not base
 
 
 # ----- registration -------------------------------------------------------------------------------------------
@@ -83,7 +120,7 @@ def register(cls: Any = None, *, name: Optional[str] = None) -> Any:
     """
 
     def apply(klass: Any) -> Any:
-        if not (isinstance(klass, type) and issubclass(klass, SocietyModel)) or klass is SocietyModel:
+        if not _is_scenario_class(klass):
             raise TypeError(f"@register takes a SocietyModel subclass, not {klass!r}")
         key = name or klass.name
         if not key or not isinstance(key, str):
@@ -135,13 +172,13 @@ def get_scenario(ref: Union[str, type[SocietyModel]]) -> type[SocietyModel]:
     that is not a SocietyModel, or an error raised while importing the user's file.
     """
     if isinstance(ref, type):
-        if issubclass(ref, SocietyModel) and ref is not SocietyModel:
+        if _is_scenario_class(ref):
             return ref
         raise UsageError(f"{ref.__qualname__} is not a SocietyModel subclass")
     if not isinstance(ref, str):
         raise UsageError(f"a scenario is a name or a module:Class reference, not {type(ref).__name__}")
     if dict.__contains__(REGISTRY, ref):
-        return dict.__getitem__(REGISTRY, ref)
+        return REGISTRY[ref]
     if is_reference(ref):
         return _load_reference(ref)
     raise UsageError(f"unknown scenario {ref!r}; valid: {', '.join(sorted(REGISTRY))}, "
@@ -169,7 +206,7 @@ def reference_of(scenario: Union[str, type[SocietyModel]], *, base: Optional[Pat
         if dict.__contains__(REGISTRY, scenario):
             if scenario in BUILTIN:
                 return scenario
-            return _class_reference(dict.__getitem__(REGISTRY, scenario), scenario)
+            return _class_reference(REGISTRY[scenario], scenario)
         if is_reference(scenario):
             target = scenario.rpartition(":")[0]
             if refs.is_path(target):
@@ -180,8 +217,9 @@ def reference_of(scenario: Union[str, type[SocietyModel]], *, base: Optional[Pat
             return scenario
         get_scenario(scenario)  # raises: unknown
     cls = get_scenario(scenario)
-    for key, value in dict.items(REGISTRY):
-        if value is cls and key in BUILTIN:
+    qualified = f"{cls.__module__}:{cls.__qualname__}"
+    for key, value in dict.items(REGISTRY):  # the values as held: a built-in not loaded yet is its reference
+        if key in BUILTIN and (value is cls or value == qualified):
             return key
     return _class_reference(cls, cls.name)
 
@@ -212,12 +250,11 @@ def _load_reference(ref: str, shown: Optional[str] = None) -> type[SocietyModel]
     module, obj = refs.load_object(ref, "scenario", shown)
     cls_name = ref.rpartition(":")[2]
     if obj is None:
-        found = sorted(n for n, v in vars(module).items()
-                       if isinstance(v, type) and issubclass(v, SocietyModel) and v is not SocietyModel)
+        found = sorted(n for n, v in vars(module).items() if _is_scenario_class(v))
         raise UsageError(f"{shown.rpartition(':')[0]} has no class {cls_name!r}; scenario classes there: "
                          f"{', '.join(found) or 'none'}")
-    if not (isinstance(obj, type) and issubclass(obj, SocietyModel)) or obj is SocietyModel:
-        kind = ("SocietyModel itself: name your subclass" if obj is SocietyModel
+    if not _is_scenario_class(obj):
+        kind = ("SocietyModel itself: name your subclass" if obj is _society_model()
                 else "a class" if isinstance(obj, type) else f"a {type(obj).__name__}")
         raise UsageError(f"{shown} is not a SocietyModel subclass (it is {kind})")
     return obj

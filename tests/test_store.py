@@ -66,3 +66,52 @@ def test_delete_run_removes_every_row_of_that_run_only(store):
     assert store.ticks(gone) == [] and store.steps(gone) == [] and store.events(gone) == [] and store.llm_calls(gone) == []
     assert len(store.ticks(kept)) == 2 and store.steps(kept)
     assert store.delete_run(gone) is False
+
+
+def _alembic_config():
+    from alembic.config import Config
+
+    from sim.store.schema import MIGRATIONS
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def test_the_schema_head_is_the_newest_migration():
+    """schema.HEAD, what a store is checked against without loading Alembic, is the head Alembic reads in migrations/."""
+    from alembic.script import ScriptDirectory
+
+    from sim.store.schema import HEAD, known_revisions
+
+    script = ScriptDirectory.from_config(_alembic_config())
+    assert script.get_current_head() == HEAD
+    assert HEAD in known_revisions() and len(known_revisions()) == len(list(script.walk_revisions()))
+
+
+def test_an_older_schema_is_refused_until_upgraded_and_a_newer_one_always(tmp_path):
+    """A store at an older revision is refused with the command that migrates it, which then brings it to HEAD;
+    a revision this code does not know (a newer societas wrote it) is refused, and `upgrade` refuses it too."""
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from sim.core.errors import UsageError
+    from sim.store.schema import HEAD, upgrade
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_engine(url)
+    cfg = _alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0004")
+    with pytest.raises(UsageError, match=f"schema is 0004, this societas needs {HEAD}: run `societas db upgrade`"):
+        Store(url, create=False)
+    assert upgrade(url) == f"upgraded 0004 -> {HEAD}"
+    assert Store(url, create=False).list_runs() == []
+    assert upgrade(url) == "already at the newest schema"
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    for attempt in (lambda: Store(url, create=False), lambda: upgrade(url)):
+        with pytest.raises(UsageError, match="schema \\(9999\\) is not one this societas knows .* a newer societas wrote it"):
+            attempt()
+    engine.dispose()

@@ -12,7 +12,8 @@ from analysis.sweeps import cell_table, sweep_frame
 from conftest import cli, cli_json
 from sim.core.errors import UsageError
 from sim.store.store import Store
-from sim.runner.sweeps.backlog import prepare, status
+from sim.runner.sweeps.backlog import prepare
+from sim.runner.sweeps.status import status
 from sim.runner.sweeps.executor import run_sweep
 from sim.runner.sweeps.spec import load_sweep, parse_sweep, sweep_id
 

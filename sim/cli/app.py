@@ -1,6 +1,9 @@
 """The `societas` typer app and what its commands share: the store they open, errors, numbers, progress bars.
 
 Bad input exits with code 2 and one line on stderr naming the problem; nothing is written.
+
+A command imports what it runs when it runs (the store, the runner, Mesa, the model): `societas --help` and
+`--version` load none of them (tests/test_cli_imports.py).
 """
 
 from __future__ import annotations
@@ -11,17 +14,20 @@ import importlib.metadata as md
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, Callable, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sim.cli.quiet import library_warnings
 from sim.core.errors import UsageError
-from sim.runner.execution import RunFailed, RunInterrupted, RunResult
-from sim.store.schema import DEFAULT_URL, default_url
-from sim.store.store import Store
+from sim.store.urls import DEFAULT_URL, default_url
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers
+    from sim.runner.execution import RunResult
+    from sim.store.store import Store
 
 class PipeClosed(Exception):
     """The reader of the command's output went away (`societas show RUN | head`)."""
@@ -49,6 +55,8 @@ def open_store(url: Optional[str], *, create: bool = True) -> Store:
     It is closed when the command exits (however it exits, short of SIGKILL): SQLite then folds its
     write-ahead log into the file, so a user who copies `runs.db` alone after a run copies all of it.
     """
+    from sim.store.store import Store
+
     store = Store(default_url(url), create=create)
     atexit.register(store.close)
     return store
@@ -65,8 +73,12 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the version and exit")) -> None:
+def _root(ctx: typer.Context,
+          version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the version and exit"),
+          verbose: bool = typer.Option(False, "-v", "--verbose", help="show the warnings of the libraries societas uses "
+                                       "(hidden by default)")) -> None:
     """societas: societies of LLM-driven agents on Mesa."""
+    ctx.with_resource(library_warnings(verbose))
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -95,6 +107,8 @@ def with_progress(label: str, quiet: bool, call: Callable[[Callable[[int, int, A
     """Run `call(progress)` under a progress bar: shown at once when `total` is known, else with the first
     committed tick (bad input found first stays one line, no empty bar). A failed or interrupted run exits
     1 or 128 + the signal, its committed ticks kept."""
+    from sim.runner.execution import RunFailed, RunInterrupted
+
     shown: list[tuple[Progress, Any]] = []
 
     def show(total: int) -> None:

@@ -6,24 +6,18 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from pydantic import BaseModel
 from rich import box
 from rich.table import Table
 
-from analysis.frames import export_run
-from analysis.trajectories import export_trajectories
-from analysis.sweeps import cell_table, compare_runs, sweep_frame
-from analysis.summary import run_row, run_summary, tick_messages
 from scenarios.registry import REGISTRY, get_scenario
 from sim.cli.app import DbOption, JsonOption, app, fail, fit_widths, fmt, open_store, out, reference_table
-from sim.core.fields import describe_fields
-from sim.reward.components import COMMON_COMPONENTS
-from sim.core.spec import LLMSpec
-from sim.store.schema import absolute_url, default_url
-from sim.runner.replay import replay_run
+from sim.store.urls import default_url
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers
+    from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: app.py and .streamlit/ are there
 
@@ -31,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]  # the checkout: app.py and .streamli
 @app.command("list")
 def list_(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
     """List stored runs: status (stale when its process is gone), who decided, where a run came from."""
+    from analysis.summary import run_row
+
     rows = [run_row(r) for r in open_store(db, create=False).list_runs()]
     if as_json:
         print(json.dumps(rows))
@@ -63,6 +59,8 @@ def show(
 
     With --sweep: a sweep's cells; with --compare-parent: a fork beside its parent.
     """
+    from analysis.summary import run_summary, tick_messages
+
     if sweep_id is not None:
         if run_id is not None or tick is not None or compare_parent:
             fail("--sweep shows a sweep's cells: give no RUN_ID, --tick or --compare-parent with it")
@@ -145,6 +143,8 @@ def open_app(
     port: int = typer.Option(8501, "--port", min=1, max=65535, help="the port to serve the app on"),
 ) -> None:
     """Open the Streamlit app on the store (it only reads): http://localhost:PORT (Ctrl-C stops it)."""
+    from sim.store.schema import absolute_url
+
     script = ROOT / "app.py"
     if not script.is_file():
         fail(f"the app runs from a societas checkout: {script} is not there")
@@ -157,6 +157,8 @@ def open_app(
 
 def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[str]) -> None:
     """`show --sweep ID`: one row per cell, mean and 95% CI of final metrics over seeds."""
+    from analysis.sweeps import cell_table, sweep_frame
+
     store = open_store(db, create=False)
     frame, keys = sweep_frame(store, sweep_id)
     if not metrics and not as_json:  # a readable table: the first metrics (choose others with --metric)
@@ -185,6 +187,8 @@ def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[st
 
 def show_compare(run_id: str, db: Optional[str], as_json: bool) -> None:
     """`show FORK --compare-parent`: per-tick metrics of a fork and its parent side by side."""
+    from analysis.sweeps import compare_runs
+
     store = open_store(db, create=False)
     report = compare_runs(store, run_id)
     if as_json:
@@ -218,6 +222,9 @@ def export(
     """Export a run's tables (runs, ticks, agent_steps, events, llm_calls) as CSV or Parquet, or its trajectories:
     one row per LLM decision with prompt, completion, token ids, log-probabilities, reward vector, reward and return
     to go (`trajectories.parquet` and `trajectories.jsonl`; columns in docs/learning.md)."""
+    from analysis.frames import export_run
+    from analysis.trajectories import export_trajectories
+
     if format not in ("csv", "parquet", "trajectories"):
         fail(f"bad value for '--format': {format[:40]!r}; valid: csv, parquet, trajectories")
     store = open_store(db, create=False)
@@ -235,6 +242,8 @@ def replay(run_id: str, db: Optional[str] = DbOption, as_json: bool = JsonOption
 
     An unfinished run (interrupted, failed, killed) is replayed for the ticks it has, and said to be incomplete.
     """
+    from sim.runner.replay import replay_run
+
     store = open_store(db, create=False)
     report = replay_run(store, store.get_run(run_id).id)
     if as_json:
@@ -258,6 +267,9 @@ def scenarios(
     as_json: bool = JsonOption,
 ) -> None:
     """List registered scenarios: config fields (type, default, bounds), llm.* keys, and every metric documented."""
+    from sim.core.spec import LLMSpec
+    from sim.reward.components import COMMON_COMPONENTS
+
     data = []
     chosen = [(n, get_scenario(n)) for n in names] if names else sorted(REGISTRY.items())
     for name, cls in chosen:
@@ -295,6 +307,8 @@ def scenarios(
 
 def field_rows(model: type[BaseModel]) -> list[dict[str, Any]]:
     """Name, type, default, bounds and help of a pydantic model's fields, as `scenarios` prints them."""
+    from sim.core.fields import describe_fields
+
     return [{"name": f.name, "type": f.type_name, "default": f.default, "bounds": f.bounds, "help": f.help}
             for f in describe_fields(model)]
 

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.table import Table
 
-from analysis.summary import run_summary
 from scenarios.registry import get_scenario
 from sim.cli.app import DbOption, JsonOption, app, fmt, open_store, out, reference_table, with_progress
-from sim.runner.backends import preflight
-from sim.runner.config import build_spec, llm_overrides
-from sim.runner.probing import DEFAULT_SEEDS, ProbeReport, plan_probes, run_probes
-from sim.runner.resume import fork_run, resume_run
-from sim.runner.rollouts import rollout_runs
-from analysis.rollouts import advantages
-from sim.runner.execution import RunResult, execute, horizon
+from sim.runner.limits import DEFAULT_SEEDS
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers
+    from sim.runner.execution import RunResult
+    from sim.runner.probing import ProbeReport
 
 # the flags `run` and `probe` share: how a spec is built and who answers for the LLM
 ConfigOption = typer.Option(None, "--config", help="YAML file of config fields (and seed, policy, llm)")
@@ -44,6 +41,11 @@ def run(
     as_json: bool = JsonOption,
 ) -> None:
     """Run a scenario and store it; prints a summary (or one JSON object with --json)."""
+    from analysis.summary import run_summary
+    from sim.runner.backends import preflight
+    from sim.runner.config import build_spec, llm_overrides
+    from sim.runner.execution import execute, horizon
+
     llm_over = llm_overrides(model, llm, llm_arg)
     spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
                       policy=policy, ticks=ticks, llm=llm_over)
@@ -101,6 +103,8 @@ def resume(
     The committed ticks are replayed (scripted decisions recomputed from the seed, LLM
     decisions from the cache only) and checked against the store, then the run goes on live.
     """
+    from sim.runner.resume import resume_run
+
     store = open_store(db, create=False)
     result = with_progress("resume", as_json, lambda progress: resume_run(store, run_id, force=force, progress=progress),
                            resume_hint=True)
@@ -116,6 +120,8 @@ def fork(
     as_json: bool = JsonOption,
 ) -> None:
     """A new run identical to RUN_ID up to tick AT, then continuing under the changed config."""
+    from sim.runner.resume import fork_run
+
     store = open_store(db, create=False)
     result = with_progress("fork", as_json, lambda progress: fork_run(store, run_id, at, set_, progress=progress),
                            resume_hint=True)
@@ -136,6 +142,9 @@ def rollouts(
 
     Made again, the same group is answered from the cache (LLM decisions) and the seeds (scripted ones).
     """
+    from analysis.rollouts import advantages
+    from sim.runner.rollouts import rollout_runs
+
     store = open_store(db, create=False)
     results = with_progress(f"rollouts x{k}", as_json, lambda progress: rollout_runs(store, run_id, at, k, set_,
                                                                                    progress=progress))
@@ -170,6 +179,10 @@ def probe(
     """Does a decision respond to what the paper's finding depends on? Matched requests that differ in one variable
     (the stock, the recipient's last gift, a price, a post's distance), answered by the study's backend; per probe the
     mean response at each level and the effect (last level minus first, paired by seed) with a 95% interval."""
+    from sim.runner.backends import preflight
+    from sim.runner.config import build_spec, llm_overrides
+    from sim.runner.probing import plan_probes, run_probes
+
     spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
                       policy=policy, llm=llm_overrides(model, llm, llm_arg))
     preflight(spec)

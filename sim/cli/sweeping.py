@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from sim.cli.app import DbOption, JsonOption, app, err, fail, open_store, out, progress_bar
-from sim.runner.sweeps.backlog import prepare, status
-from sim.runner.sweeps.executor import EXECUTORS, run_sweep
-from sim.runner.sweeps.ray_tasks import connect
-from sim.runner.sweeps.spec import MAX_RUNS, MAX_RUNS_CONFIRMED, load_sweep, preflight_llm
-from sim.runner.sweeps.worker import Outcome
+from sim.runner.limits import EXECUTORS, MAX_RUNS, MAX_RUNS_CONFIRMED
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers
+    from sim.runner.sweeps.worker import Outcome
 
 
 @app.command()
@@ -27,6 +26,11 @@ def sweep(
     as_json: bool = JsonOption,
 ) -> None:
     """Run every (grid cell x seed) once into one store; re-running the same file resumes the sweep."""
+    from sim.runner.sweeps.backlog import prepare
+    from sim.runner.sweeps.executor import run_sweep
+    from sim.runner.sweeps.ray_tasks import connect
+    from sim.runner.sweeps.spec import load_sweep, preflight_llm
+
     if executor not in EXECUTORS:
         fail(f"bad value for '--executor': {executor!r}; valid: {', '.join(EXECUTORS)}")
     if workers is not None and workers < 1:
@@ -69,6 +73,8 @@ def sweep(
 @app.command("sweep-status")
 def sweep_status(sweep_id: str, db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
     """A sweep's progress: runs by status out of its total."""
+    from sim.runner.sweeps.status import status
+
     report = status(open_store(db, create=False), sweep_id)
     if as_json:
         print(json.dumps(report))

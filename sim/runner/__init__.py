@@ -4,9 +4,29 @@ and sweeps. Stands on everything below it: `sim.core`, `sim.reward`, `sim.store`
 `scenarios`.
 
     from sim.runner import execute, RunFailed    # what scripts have long imported from here
+
+This package's own names are resolved on first use (PEP 562): importing one of its light modules
+(`sim.runner.limits`, `sim.runner.sweeps.progress`) loads no scenario, no Mesa and no model.
 """
 
-from sim.runner.backends import make_backends
-from sim.runner.execution import Progress, RunFailed, RunInterrupted, RunResult, execute, horizon, versions
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["execute", "RunFailed", "RunInterrupted", "RunResult", "make_backends", "horizon", "versions", "Progress"]
+_FROM = {"make_backends": "sim.runner.backends"}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
+    from sim.runner.backends import make_backends
+    from sim.runner.execution import Progress, RunFailed, RunInterrupted, RunResult, execute, horizon, versions
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module(_FROM.get(name, "sim.runner.execution")), name)
+    raise AttributeError(f"module 'sim.runner' has no attribute {name!r}")

@@ -33,14 +33,11 @@ from sim.reward.intervals import mean_interval
 from sim.runner.backends import make_backends
 from sim.runner.config import validate_config
 from sim.runner.execution import RunFailed, RunInterrupted, versions
+from sim.runner.limits import DEFAULT_SEEDS, MAX_SEEDS, MIN_SEEDS
 from sim.store.store import Store
 from sim.tick.broker import DecisionBroker
 from sim.tick.probe import Probe
 
-#: seeds per level unless told otherwise, the fewest that give a usable interval, and the most a probe may ask for
-DEFAULT_SEEDS = 20
-MIN_SEEDS = 10
-MAX_SEEDS = 10_000
 ORIGIN = "probe"
 
 

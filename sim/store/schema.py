@@ -3,7 +3,8 @@
 SQLite by default (a file, WAL mode, foreign keys on); any SQLAlchemy URL works (PostgreSQL with
 `postgresql+psycopg://...`). The schema is made by Alembic (./migrations) when a store is first
 opened, under a lock so that processes starting at once on a new store all succeed; an older schema
-is refused until `societas db upgrade` (`upgrade`), a newer one always.
+is refused until `societas db upgrade` (`upgrade`), a newer one always. A store already at `HEAD` opens
+without loading Alembic: it is imported only to create or migrate a schema.
 """
 
 from __future__ import annotations
@@ -14,12 +15,8 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import event, inspect, make_url, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
@@ -27,19 +24,10 @@ from sqlmodel import create_engine
 
 from sim.core.errors import UsageError
 from sim.store.encoding import dumps
+from sim.store.urls import DEFAULT_URL, as_url, default_url  # noqa: F401 - importers have long found them here
 
-#: where runs are stored when no --db, db= or $SOCIETAS_DB says otherwise: runs.db in the current directory
-DEFAULT_URL = "sqlite:///runs.db"
-
-
-def default_url(url: Optional[str] = None) -> str:
-    """The store URL: `url`, else $SOCIETAS_DB, else runs.db in the current directory (the CLI, the API, the app)."""
-    return as_url(url or os.environ.get("SOCIETAS_DB") or DEFAULT_URL)
-
-
-def as_url(url: str) -> str:
-    """A database URL; a bare file path (`runs.db`, `/data/study.db`: no `scheme://`) is a SQLite file."""
-    return url if "://" in url or url.startswith("sqlite:") else "sqlite:///" + os.path.expanduser(url)
+if TYPE_CHECKING:  # pragma: no cover - for type checkers: Alembic is imported when a schema changes
+    from alembic.config import Config
 
 
 def absolute_url(url: str) -> str:
@@ -94,22 +82,29 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
 
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+#: the newest revision in ./migrations: a new migration moves it (tests/test_store.py holds it to Alembic's reading)
+HEAD = "0005"
 
 
 def _alembic_config() -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
 
 
 def schema_versions(engine: Engine) -> tuple[Optional[str], str]:
-    """(the database's schema revision or None if it has none, the newest this code knows)."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    """(the database's schema revision or None if it has none, the newest this code knows), read as Alembic
+    stores it (its `alembic_version` table) without loading Alembic."""
     with engine.connect() as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
-        if current is None and inspect(conn).has_table("runs"):
+        tables = inspect(conn)
+        current = None
+        if tables.has_table("alembic_version"):
+            current = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        if current is None and tables.has_table("runs"):
             current = "unversioned"
-    return current, head
+    return current, HEAD
 
 
 @contextmanager
@@ -156,18 +151,31 @@ def prepare_schema(engine: Engine, path: Optional[Path] = None, *, upgrade: bool
         current, head = schema_versions(engine)  # another process may have done it meanwhile
         if current == head:
             return "current"
-        known = {rev.revision for rev in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
-        if current is not None and current not in known:
+        if current is not None and current not in known_revisions():
             raise UsageError(f"the store's schema ({current}) is not one this societas knows (newest: {head}); "
                              "a newer societas wrote it: upgrade societas to read it")
         if current is not None and not upgrade:
             raise UsageError(f"the store's schema is {current}, this societas needs {head}: "
                              "run `societas db upgrade` (with the same --db) first")
-        cfg = _alembic_config()
-        with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+        _migrate(engine)
         return "created" if current is None else f"upgraded {current} -> {head}"
+
+
+def known_revisions() -> set[str]:
+    """Every schema revision in ./migrations, as Alembic reads the folder."""
+    from alembic.script import ScriptDirectory
+
+    return {rev.revision for rev in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
+
+
+def _migrate(engine: Engine) -> None:
+    """Create the schema, or migrate it to `HEAD`, with Alembic (the caller holds the schema lock)."""
+    from alembic import command
+
+    cfg = _alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, HEAD)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

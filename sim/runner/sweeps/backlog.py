@@ -12,7 +12,7 @@ from typing import Any, Literal, Optional
 
 from sim.core.profiles import CONTRACT
 from sim.runner.sweeps.spec import expand, run_id_for, sweep_id
-from sim.store.liveness import liveness, owner_alive
+from sim.store.liveness import owner_alive
 from sim.store.store import Store
 from sim.store.tables import SweepRow, utc_now
 
@@ -59,17 +59,3 @@ def prepare(store: Store, definition: dict[str, Any], source: Optional[str] = No
         else:
             backlog.todo.append((rid, "resume", spec.model_dump(mode="json")))
     return backlog
-
-
-def status(store: Store, sid: str) -> dict[str, Any]:
-    """Runs by status (`stale`: marked running but its process is gone), out of the sweep's total."""
-    row = store.get_sweep(sid)
-    runs = store.sweep_runs(row.id)
-    counts: dict[str, int] = {}
-    for r in runs:
-        key = "stale" if liveness(r) == "stale" else r.status
-        counts[key] = counts.get(key, 0) + 1
-    failures = [{"run_id": r.id, "status": r.status, "reason": r.reason} for r in runs if r.status == "failed"]
-    return {"sweep_id": row.id, "scenario": row.scenario, "source": row.source, "total": row.total,
-            "statuses": counts, "pending": row.total - len(runs), "grid": row.definition.get("grid", {}),
-            "seeds": len(row.definition.get("seeds", [])), "failures": failures}

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from sim.core.errors import UsageError
+from sim.runner.limits import EXECUTORS
 from sim.runner.sweeps.backlog import SweepBacklog
 from sim.runner.sweeps.local import run_local
 from sim.runner.sweeps.ray_tasks import run_on_ray
@@ -14,7 +15,6 @@ from sim.runner.sweeps.worker import Outcome
 from sim.store.store import Store
 
 Progress = Callable[[int, Outcome], None]
-EXECUTORS = ("local", "ray")
 
 
 def run_sweep(store: Store, backlog: SweepBacklog, *, executor: str = "local", address: Optional[str] = None,

@@ -31,11 +31,9 @@ from sim.core.spec import POLICIES, LLMSpec, RunSpec
 from sim.runner.backends import preflight
 from sim.runner.data import absolute_paths
 from sim.runner.config import absolute_refs, check_population, cut, deep_merge, describe_error, load_yaml, validate_config
+from sim.runner.limits import MAX_RUNS, MAX_RUNS_CONFIRMED
 
 KEYS = ("scenario", "base", "grid", "seeds", "policy", "llm", "ticks")
-#: runs a sweep may have without `--yes`, and with it (every run's spec is built and checked before the first starts)
-MAX_RUNS = 10_000
-MAX_RUNS_CONFIRMED = 1_000_000
 
 
 # ----- the sweep file -------------------------------------------------------------------------------------
