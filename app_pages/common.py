@@ -15,6 +15,8 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
+from agents.sandbox.levels import DEFAULT_LEVEL
+from agents.sandbox.levels import of_run as sandbox_of_run
 from analysis import events, queries
 from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
@@ -215,6 +217,16 @@ def scenario_class(name: str) -> Any:
 def metric_docs(run: dict[str, Any], final: bool = False) -> dict[str, str]:
     """The scenario's metric docs (tick or final) plus the base ones."""
     return scenario_metric_docs(scenario_class(run["scenario"]))["final" if final else "tick"]
+
+
+def sandbox_note(run: dict[str, Any]) -> None:
+    """For a run that ran code an LLM wrote: the sandbox level it ran under and what that guarantees (a warning
+    for a weaker level than the full one)."""
+    found = sandbox_of_run({"config": run.get("config") or {}, "policy": run.get("policy")})
+    if found is None:
+        return
+    level, guarantees = found
+    (st.caption if level == DEFAULT_LEVEL else st.warning)(f"Sandbox: {level} — {guarantees}")
 
 
 def as_int(value: Any) -> Optional[int]:

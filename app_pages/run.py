@@ -13,7 +13,8 @@ import streamlit as st
 
 from analysis.frames import run_frames
 from app_pages import charts, export
-from app_pages.common import choose_run, clear_caches, db_url, metric_docs, page, q, scenario_class, tick_picker, url_tabs
+from app_pages.common import (choose_run, clear_caches, db_url, metric_docs, page, q, sandbox_note, scenario_class,
+                              tick_picker, url_tabs)
 from sim.store.store import Store
 
 SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "perolat_peace"]
@@ -35,6 +36,7 @@ def render(table: pd.DataFrame) -> None:
         return
     st.title(f"Run {run['run_id']}")
     st.text(f"{run['scenario']} · {run['status']} · {run['backend']}")  # (plain text: a model path is not markdown)
+    sandbox_note(run)
     cols = st.columns(4)
     cols[0].metric("ticks", f"{run['ticks']}")
     cols[1].metric("seed", run["seed"])

@@ -97,6 +97,9 @@ def show(
     if summary.get("reason"):
         out.print(f"reason: {summary['reason']}", soft_wrap=True)
     out.print("config: " + ", ".join(f"{k}={v}" for k, v in summary["config"].items() if v is not None), soft_wrap=True)
+    if summary["sandbox"]:
+        out.print(f"sandbox: {summary['sandbox']['level']} — {summary['sandbox']['guarantees']}", soft_wrap=True,
+                  highlight=False)
     final = Table(title="final metrics (whole run)")
     final.add_column("metric")
     final.add_column("value", justify="right")
