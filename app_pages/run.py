@@ -23,7 +23,7 @@ SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "p
 def _zip_tables(url: str, run_id: str) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, frame in run_frames(Store(url), run_id).items():
+        for name, frame in run_frames(Store(url, create=False), run_id).items():
             zf.writestr(f"{name}.csv", frame.to_csv(index=False))
     return buf.getvalue()
 
