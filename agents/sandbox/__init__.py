@@ -8,7 +8,7 @@ LLM wrote, which may be wrong, slow, greedy or hostile, and must not crash, stal
 2. `worker` (in the child): resource limits (memory, CPU seconds, file size, open files), views of the
    allowed modules, guarded builtins, and an audit hook that lets the program open files in its scratch folder
    and nothing else; any attempt ends the child and is reported as a violation;
-3. `kernel` (in the child): a seccomp filter (no process, exec, socket, signal to others) and, at the
+3. `kernel` (in the child): a seccomp filter (no process, thread, exec, socket, signal to others) and, at the
    `landlock` level (and under bubblewrap where the kernel has it), Landlock rules (files in the scratch folder
    only); these hold against a program that got past layer 2;
 4. `process` (the parent): the child under the run's isolation level (`levels`: bubblewrap by default; a

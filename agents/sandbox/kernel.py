@@ -4,9 +4,8 @@ Loaded by the worker (`agents.sandbox.worker`) from its file, in the child, befo
 runs; it imports only the standard library (ctypes for the three system calls Python has no binding for).
 Unlike the worker's audit hook, these hold against a program that gets past every Python-level guard:
 
-- `seccomp(pid)`: from then on the process may not create a process (fork, vfork, clone without
-  CLONE_THREAD; clone3 answers ENOSYS so that threads fall back to clone), exec anything, open a socket of any
-  kind, signal any process but itself, trace or read another process's memory, raise a resource limit, enter
+- `seccomp(pid)`: from then on the process may not create a process or a thread (fork, vfork, clone; clone3
+  answers ENOSYS so that a C library falls back to clone), exec anything, open a socket of any kind, signal any process but itself, trace or read another process's memory, raise a resource limit, enter
   or make a namespace, mount, load a kernel module or a BPF program, or set up io_uring (whose operations
   seccomp would not see). Such a call kills the process at once (SIGSYS): nothing of it runs, nothing outlives
   it, and its parent sees a signal it records as a violation. x86_64 and aarch64.
@@ -28,7 +27,6 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
 ENOSYS = 38
-CLONE_THREAD = 0x00010000
 SIGKILL = 9
 
 #: per architecture: its AUDIT_ARCH value, the system calls that kill the process, and the numbers of those checked
@@ -71,7 +69,7 @@ _ARCH = {
 }
 
 # classic BPF
-_LD_W_ABS, _JEQ_K, _JSET_K, _JGE_K, _RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _NR, _ARCH_OFF, _ARG0, _ARG2 = 0, 4, 16, 32
 
 
@@ -102,13 +100,12 @@ def _program(arch: dict, pid: int) -> list[tuple[int, int, int, int]]:
     for nr in sorted(arch["kill_calls"]):
         body.append((_JEQ_K, kill, 0, nr))
     body += [
-        (_JEQ_K, "CLONE", 0, arch["clone"]),
+        (_JEQ_K, kill, 0, arch["clone"]),  # (threads too: the program runs in one thread, only inside its steps)
         (_JEQ_K, "ENOSYS", 0, arch["clone3"]),
         (_JEQ_K, "SELF0", 0, arch["kill"]),
         (_JEQ_K, "SELF", 0, arch["tgkill"]),
         (_JEQ_K, "PRLIMIT", 0, arch["prlimit64"]),
         (_RET_K, 0, 0, SECCOMP_RET_ALLOW),
-        "CLONE", (_LD_W_ABS, 0, 0, _ARG0), (_JSET_K, allow, kill, CLONE_THREAD),
         "SELF0", (_LD_W_ABS, 0, 0, _ARG0), (_JEQ_K, allow, 0, 0), (_JEQ_K, allow, kill, pid),
         "SELF", (_LD_W_ABS, 0, 0, _ARG0), (_JEQ_K, allow, kill, pid),
         "PRLIMIT", (_LD_W_ABS, 0, 0, _ARG2), (_JEQ_K, 0, kill, 0), (_LD_W_ABS, 0, 0, _ARG2 + 4),

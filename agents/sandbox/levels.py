@@ -21,13 +21,13 @@ from sim.core.spec import policies_used
 #: level -> its guarantees, in one line each (the README's table says the same)
 GUARANTEES: dict[str, str] = {
     "bubblewrap": "full: the program's file system holds only the Python installation (read-only) and its scratch "
-                  "folder; no network; its own PID, IPC and user namespaces; no process, exec, socket or signal to "
-                  "others (seccomp); memory, CPU and file-size limits",
+                  "folder; no network; its own PID, IPC and user namespaces; no process, thread, exec, socket or "
+                  "signal to others (seccomp); memory, CPU and file-size limits",
     "landlock": "weaker (no namespaces): the kernel (Landlock) lets it open, create or remove files only in its "
-                "scratch folder, though it can learn that other paths exist (stat); no process, exec, socket or "
-                "signal to others (seccomp); memory, CPU and file-size limits",
-    "process": "weakest: no process, exec, socket or signal to others (seccomp); memory, CPU and file-size limits; "
-               "files are guarded only by the in-process guard: a program that gets past it can read and write "
+                "scratch folder, though it can learn that other paths exist (stat); no process, thread, exec, socket "
+                "or signal to others (seccomp); memory, CPU and file-size limits",
+    "process": "weakest: no process, thread, exec, socket or signal to others (seccomp); memory, CPU and file-size "
+               "limits; files are guarded only by the in-process guard: a program that gets past it can read and write "
                "what your account can",
 }
 #: what a stored run of LLM-written code that names no level ran under (it predates recorded levels)
@@ -55,9 +55,9 @@ def require(level: Optional[str]) -> str:
         usable = weaker_usable()
         also = (f"; or name a weaker sandbox: {' or '.join(f'--set {FIELD}={n}' for n in usable)} "
                 f"(what each guarantees: README, Sandbox)") if usable else ""
-        fix = "install it: " + INSTALL if "not installed" in why else \
-            "allow unprivileged user namespaces (or install a setuid bwrap)"
-        raise UsageError(f"--policy synthesis runs code an LLM wrote inside bubblewrap, which is unusable here: {why}; "
+        fix = ("; install it: " + INSTALL if "not installed" in why else
+               "; allow unprivileged user namespaces (or install a setuid bwrap)" if "cannot start" in why else "")
+        raise UsageError(f"--policy synthesis runs code an LLM wrote inside bubblewrap, which is unusable here: {why}"
                          f"{fix}{also}")
     raise UsageError(f"the sandbox level {name!r} cannot be had here: {why}; install bubblewrap for the full sandbox "
                      f"({INSTALL})")

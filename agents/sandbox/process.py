@@ -12,7 +12,7 @@ named level cannot be had, the child does not start (`probe` says why before a r
   folder; the seccomp filter;
 - `process`: no namespaces, no file-system rules: the seccomp filter and the worker's guard only.
 
-At every level the worker installs the seccomp filter (`agents.sandbox.kernel`: no process, exec, socket or
+At every level the worker installs the seccomp filter (`agents.sandbox.kernel`: no process, thread, exec, socket or
 signal to others; a try kills it), sets resource limits (memory, CPU seconds, file size, open files) and its
 guard (`agents.sandbox.worker`), and the parent holds a wall-clock limit per step and per load: a program that
 loops is killed, not waited for. Nothing the child sends is trusted: replies are JSON of bounded size, read

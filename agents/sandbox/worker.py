@@ -8,7 +8,7 @@ program's first line runs, the worker:
 2. moves into its scratch folder, empties its environment, imports numpy, the scenario's policy API and the
    allowed modules (`checks.ALLOWED_IMPORTS`) and compiles the program;
 3. asks the kernel for its locks (`agents.sandbox.kernel`): Landlock file-system rules where the level uses
-   them (the scratch folder only), then the seccomp filter (no process, exec, socket, signal to others,
+   them (the scratch folder only), then the seccomp filter (no process, thread, exec, socket, signal to others,
    limit raised...): these hold even against a program that gets past everything below;
 4. builds the program's namespace: builtins without open-by-name of the outside, eval, exec, compile, vars,
    `__import__` or class statements; `getattr`/`setattr`/`delattr`/`hasattr`/`type` that refuse private
@@ -52,7 +52,7 @@ UNAVAILABLE_EXIT = 87
 
 _SAFE_BUILTINS = ("abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "callable", "chr", "complex",
                   "dict", "divmod", "enumerate", "filter", "float", "format", "frozenset", "hash", "hex",
-                  "id", "int", "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next",
+                  "int", "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next",
                   "object", "oct", "ord", "pow", "print", "range", "repr", "reversed", "round", "set", "slice",
                   "sorted", "str", "sum", "tuple", "zip", "True", "False", "None", "Exception", "ValueError",
                   "TypeError", "KeyError", "IndexError", "ZeroDivisionError", "ArithmeticError", "LookupError",
