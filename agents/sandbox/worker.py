@@ -10,8 +10,8 @@ program's first line runs, the worker:
 3. asks the kernel for its locks (`agents.sandbox.kernel`): Landlock file-system rules where the level uses
    them (the scratch folder only), then the seccomp filter (no process, thread, exec, socket, signal to others,
    limit raised...): these hold even against a program that gets past everything below;
-4. builds the program's namespace: builtins without open-by-name of the outside, eval, exec, compile, vars,
-   `__import__` or class statements; `getattr`/`setattr`/`delattr`/`hasattr`/`type` that refuse private
+4. builds the program's namespace: builtins without eval, exec, compile, vars, id, `__import__` or class
+   statements (`open` stays: the hook below lets it reach the scratch folder only); `getattr`/`setattr`/`delattr`/`hasattr`/`type` that refuse private
    names (`_x`, `__x__`) and frame attributes; an `__import__` that hands out only views of the pre-imported
    allowed modules. A view shows a module's public attributes except other modules (`typing.sys`), and
    builtins that reach outside; `operator.attrgetter`, `methodcaller` and `functools.update_wrapper` refuse
