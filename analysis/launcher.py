@@ -4,6 +4,11 @@ The app's Launch page describes a scenario's `Config` as form fields (`form_fiel
 YAML run config or sweep file, validates it with the CLI's own code (`build_spec`, `parse_sweep`,
 `fork_spec`: bad input is one UsageError and nothing starts), and starts `python -m sim.cli run |
 fork | sweep ... --json` as a subprocess so that no page ever waits. `follow` reads a launch's progress.
+
+Before anything is validated (validating imports code), every code reference the launch names (scenario,
+chat model class, template, strategies: `sim.core.refs.references_in`) must be one the caller's context may
+import (`sim.core.refs.check_permitted`: the app limits it to what its store's runs used unless started with
+--allow-code), since the launched process imports them all.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from analysis import queries
 from scenarios.registry import get_scenario
 from sim.core.errors import UsageError
 from sim.core.fields import describe_fields
+from sim.core.refs import check_permitted, references_in
 from sim.core.spec import LLMSpec, RunSpec
 from sim.runner.backends import preflight
 from sim.runner.config import build_spec, llm_overrides, parse_sets, validate_config, yaml_mapping
@@ -137,6 +143,12 @@ class Launch:
         return [str(a) for a in self.process.args[3:]]
 
 
+def check_references(data: Any) -> None:
+    """UsageError for the first code reference in `data` that this context may not import (see the module's docstring)."""
+    for ref in sorted(references_in(data)):
+        check_permitted(ref, "code reference")
+
+
 def _start(kind: str, label: str, scenario: str, args: list[str], workdir: Path, total: int, db_url: str,
            **follow: Any) -> Launch:
     """Start `python -m sim.cli ARGS --db URL --json` in its own session, output into `workdir`; never waits."""
@@ -176,6 +188,7 @@ def launch(scenario: str, config: dict[str, Any], *, seed: int, policy: str, db_
     """Validate as `societas run` does (UsageError on bad input, nothing started) and start it in a subprocess;
     `llm` (policy llm) gives its --model / --llm / --llm-arg options and `--set llm.KEY=VALUE` settings."""
     llm = llm or LLMChoice()
+    check_references({"scenario": scenario, **config, "llm": {"cls": llm.cls, **dict(llm.settings)}})
     spec = build_spec(scenario, seed=seed, policy=policy, ticks=ticks, overrides=config, sets=llm.sets(),
                       llm=llm.overrides() or None)
     return _start_run(spec, db_url, llm.flags())
@@ -191,6 +204,10 @@ def launch_yaml(text: str | bytes, *, scenario: Optional[str], db_url: str, what
     """A run from a YAML config as `societas run SCENARIO --config FILE` reads it (config fields, seed, policy, ticks,
     llm; a `scenario:` key wins over `scenario`), validated by the CLI's code, then started in a subprocess."""
     data = read_yaml_text(text, what)
+    try:
+        check_references({**data, "scenario": data.get("scenario") or scenario})
+    except UsageError as exc:
+        raise UsageError(f"{what}: {exc}") from None
     named = data.pop("scenario", None)
     if named is not None and (not isinstance(named, str) or not named.strip()):
         raise UsageError(f"{what}: bad value for 'scenario': {named!r}; a scenario name or module:Class reference")
@@ -319,6 +336,7 @@ def launch_fork(run_id: str, at: int, changes: dict[str, Any], *, db_url: str) -
     store = Store(db_url, create=False)
     try:
         parent = store.get_run(run_id)
+        check_references([parent.spec, changes])  # (a run of another store opened in the app names its own code)
         refuse_probe_run(parent, "fork")
         if at < 0:
             raise UsageError(f"bad value for '--at': {at}; a branch tick is 0..{parent.ticks} (run {parent.id}'s "
@@ -346,6 +364,10 @@ def launch_sweep(text: str | bytes, *, db_url: str, what: str = "the sweep file"
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise UsageError(f"bad value for '--workers': {workers!r}; must be at least 1")
     data = read_yaml_text(text, what)
+    try:
+        check_references(data)
+    except UsageError as exc:
+        raise UsageError(f"{what}: {exc}") from None
     definition = parse_sweep(data, what, base_dir=base_dir or Path.cwd(), max_runs=MAX_RUNS)
     preflight_llm(definition, what)
     workdir = Path(tempfile.mkdtemp(prefix="societas-sweep-"))

@@ -109,6 +109,13 @@ def list_runs(engine: Engine) -> pd.DataFrame:
     return pd.DataFrame(out, columns=columns if not out else None)
 
 
+def stored_specs(engine: Engine) -> list[dict[str, Any]]:
+    """Every run's spec (the app reads the code references its runs used)."""
+    table = _runs_table(engine)
+    with engine.connect() as conn:
+        return [json_value(spec) or {} for spec in conn.execute(select(table.c.spec)).scalars()]
+
+
 def get_run(engine: Engine, run_id: str) -> Optional[dict[str, Any]]:
     """A run as a dict (spec, config, final metrics, versions...), or None if there is none with this id."""
     table = _runs_table(engine)

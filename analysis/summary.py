@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
+from agents.sandbox.levels import of_run as sandbox_of_run
 from analysis.reference import comparison_rows
 from scenarios.registry import REGISTRY
 from sim.reward.docs import scenario_metric_docs
@@ -58,12 +59,19 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         "parent_id": run.parent_id, "branch_tick": run.branch_tick, "sweep_id": run.sweep_id,
         "decided_by": run.backends or run.policy, "cached": bool(run.cached),
         "config": run.spec.get("config", {}), "spec": run.spec, "versions": run.versions,
+        "sandbox": _sandbox(run.spec),
         "final_metrics": run.final_metrics, "metric_docs": scenario_metric_docs(REGISTRY.get(run.scenario)),
         "reference": comparison_rows(run.scenario, run.final_metrics or {}),
         "per_tick": [{"tick": t.tick, "metrics": t.metrics} for t in store.ticks(run_id)],
         "fallbacks": store.fallback_count(run_id),
         "llm": llm_usage(store.llm_calls(run_id)),
     }
+
+
+def _sandbox(spec: dict[str, Any]) -> Optional[dict[str, str]]:
+    """The isolation level the run's LLM-written code ran under and what it guarantees (None: it ran no such code)."""
+    found = sandbox_of_run(spec)
+    return None if found is None else {"level": found[0], "guarantees": found[1]}
 
 
 TEXT_KEYS = ("text", "message", "content", "body", "title")

@@ -1,23 +1,34 @@
-"""What every page shares: the store URL, the cached engine and queries, the run picker, errors.
+"""What every page shares: the store URL, what the app may do, the cached engine and queries, the run picker, errors.
 
 Pages read only through `q(...)` (analysis.queries, cached by run and its progress) and
 `runs()`; nothing here or in a page writes SQL.
+
+What the app may do is fixed on its command line (`societas app`, or after `--` of `streamlit run app.py`),
+never by a visitor: by default it only reads the store it was given. `--allow-write` lets its pages launch,
+fork and delete runs and open another store from the sidebar; `--allow-code` lets them import code references
+(`module:Class`, `path/file.py:Class`: scenarios, strategies, templates, chat model classes) beyond those the
+given store's runs already used (`permitted_reference`).
 """
 
 from __future__ import annotations
 
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import pandas as pd
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
+from agents.sandbox.levels import DEFAULT_LEVEL
+from agents.sandbox.levels import of_run as sandbox_of_run
 from analysis import events, queries
 from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
+from sim.core.refs import absolute, is_reference, only_references, references_in
 from sim.reward.docs import scenario_metric_docs
 from sim.store.schema import default_url
 #: slug, page file, title, icon: the app's navigation, in order
@@ -46,16 +57,70 @@ def configured_db() -> str:
     return default_url()
 
 
+@dataclass(frozen=True)
+class Access:
+    """What the app was started to allow (its command line): `write` (launch, fork, delete, another store) and
+    `code` (any code reference typed into a page)."""
+
+    write: bool = False
+    code: bool = False
+
+
+WRITE_FLAG, CODE_FLAG = "--allow-write", "--allow-code"
+
+
+def access() -> Access:
+    """The app's flags, after `--` on the streamlit command line (`societas app --allow-write` passes them)."""
+    args = sys.argv[1:]
+    return Access(write=WRITE_FLAG in args, code=CODE_FLAG in args)
+
+
 def db_url() -> str:
-    """The store this session looks at (the sidebar may change it)."""
+    """The store this session looks at: the one the app was given, or (with --allow-write) the sidebar's."""
+    if not access().write:
+        return configured_db()
     return st.session_state.get("db_url") or configured_db()
 
 
 def sidebar_store() -> None:
-    """The store's URL in the sidebar, editable."""
+    """The store's URL in the sidebar: editable with --allow-write, else shown only."""
+    if not access().write:
+        st.sidebar.text_input("Store", value=configured_db(), disabled=True, key="db_url_shown",
+                              help=f"the store the app was started on; start it with {WRITE_FLAG} to open another")
+        return
     if "db_url" not in st.session_state:
         st.session_state["db_url"] = configured_db()
     st.sidebar.text_input("Store", key="db_url", help="database URL: --db after `--`, $SOCIETAS_DB, or sqlite:///runs.db")
+
+
+def read_only_note(what: str) -> None:
+    """Say that `what` needs the app started with --allow-write."""
+    st.info(f"This app only reads: {what} needs it started with `societas app {WRITE_FLAG}`.")
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def _used_references(url: str) -> frozenset[str]:
+    e = _engine(url)
+    if e is None or not queries.has_schema(e):
+        _engine.clear()
+        return frozenset()
+    return frozenset(ref for spec in queries.stored_specs(e) for ref in references_in(spec))
+
+
+def permitted_reference(ref: str) -> bool:
+    """Whether the app may import code reference `ref`: any with --allow-code, else only one that a run of the store
+    it was started on already used (a file reference compared by its absolute path)."""
+    if access().code or not is_reference(ref):
+        return True
+    used = _used_references(configured_db())
+    return ref in used or absolute(ref) in used
+
+
+@contextmanager
+def guarded() -> Iterator[None]:
+    """Run a page with code references limited to `permitted_reference` (sim.core.refs.only_references)."""
+    with only_references(None if access().code else permitted_reference):
+        yield
 
 
 @st.cache_resource(show_spinner=False)
@@ -208,13 +273,24 @@ def choose_run(table: pd.DataFrame) -> Optional[dict[str, Any]]:
 
 
 def scenario_class(name: str) -> Any:
-    """The registered scenario class, or None (a run of a scenario this install does not know)."""
+    """The registered scenario class, or None (a run of a scenario this install does not know, or code the app may
+    not import)."""
     return REGISTRY.get(name)
 
 
 def metric_docs(run: dict[str, Any], final: bool = False) -> dict[str, str]:
     """The scenario's metric docs (tick or final) plus the base ones."""
     return scenario_metric_docs(scenario_class(run["scenario"]))["final" if final else "tick"]
+
+
+def sandbox_note(run: dict[str, Any]) -> None:
+    """For a run that ran code an LLM wrote: the sandbox level it ran under and what that guarantees (a warning
+    for a weaker level than the full one)."""
+    found = sandbox_of_run({"config": run.get("config") or {}, "policy": run.get("policy")})
+    if found is None:
+        return
+    level, guarantees = found
+    (st.caption if level == DEFAULT_LEVEL else st.warning)(f"Sandbox: {level} — {guarantees}")
 
 
 def as_int(value: Any) -> Optional[int]:

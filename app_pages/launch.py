@@ -1,6 +1,10 @@
 """Launch: a run from a form built from any registered scenario's Config fields (LLM options when its policy
 is llm), a run from a YAML config, a sweep from a sweep file, or a fork of the open run. Each goes into a
-background process; a progress bar follows it and links to its run. The page never waits."""
+background process; a progress bar follows it and links to its run. The page never waits.
+
+Only in an app started with --allow-write; code references typed here (a scenario, a chat model class, a
+template, a strategy) are limited to those the store's runs used unless it was started with --allow-code
+(app_pages/common.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import launcher, queries
-from app_pages.common import clear_caches, db_url, engine, page, runs, url_value
+from app_pages.common import access, clear_caches, db_url, engine, page, read_only_note, runs, url_value
 from scenarios.registry import REGISTRY, get_scenario, is_reference
 from sim.core.errors import UsageError
 from sim.core.spec import POLICIES
@@ -125,7 +129,8 @@ def _form_tab() -> None:
     """A run from the scenario's Config fields."""
     names = sorted(REGISTRY) + _stored_references()
     typed = st.text_input("or your own scenario", placeholder="module:Class or path/to/file.py:Class",
-                          help="a SocietyModel subclass of yours, as `societas run` takes it (see docs/tutorial.md)",
+                          help="a SocietyModel subclass of yours, as `societas run` takes it (see docs/tutorial.md); "
+                               "one this store's runs used, or any with the app started with --allow-code",
                           key="launch.__reference").strip()
     if typed and typed not in names:
         try:
@@ -247,6 +252,9 @@ def _fork_tab() -> None:
 def render(table: pd.DataFrame) -> None:
     """The four ways to start something, then what was started here."""
     st.title("Launch a run")
+    if not access().write:
+        read_only_note("launching runs, sweeps and forks")
+        return
     if not REGISTRY:
         st.info("No scenario is registered.")
         return

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import choose_run, page, q
+from app_pages.common import choose_run, page, q, sandbox_note
 
 SCORES = ["iteration", "program", "reward", "efficiency", "equality", "sustainability", "peace", "incidents"]
 
@@ -14,6 +14,7 @@ SCORES = ["iteration", "program", "reward", "efficiency", "equality", "sustainab
 def render(table: pd.DataFrame) -> None:
     run = choose_run(table)
     st.title(f"Policies of run {run['run_id']}")
+    sandbox_note(run)
     codes, scores, incidents = q("policy_versions", run, run["run_id"])
     if codes.empty:
         st.info("This run has no synthesised policy: run a grid game with `--policy synthesis` "

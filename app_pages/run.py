@@ -13,7 +13,8 @@ import streamlit as st
 
 from analysis.frames import run_frames
 from app_pages import charts, export
-from app_pages.common import choose_run, clear_caches, db_url, metric_docs, page, q, scenario_class, tick_picker, url_tabs
+from app_pages.common import (choose_run, clear_caches, db_url, metric_docs, page, q, sandbox_note, scenario_class,
+                              tick_picker, url_tabs)
 from sim.store.store import Store
 
 SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "perolat_peace"]
@@ -22,7 +23,7 @@ SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "p
 def _zip_tables(url: str, run_id: str) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, frame in run_frames(Store(url), run_id).items():
+        for name, frame in run_frames(Store(url, create=False), run_id).items():
             zf.writestr(f"{name}.csv", frame.to_csv(index=False))
     return buf.getvalue()
 
@@ -35,6 +36,7 @@ def render(table: pd.DataFrame) -> None:
         return
     st.title(f"Run {run['run_id']}")
     st.text(f"{run['scenario']} · {run['status']} · {run['backend']}")  # (plain text: a model path is not markdown)
+    sandbox_note(run)
     cols = st.columns(4)
     cols[0].metric("ticks", f"{run['ticks']}")
     cols[1].metric("seed", run["seed"])

@@ -1,6 +1,6 @@
 """Runs: every stored run with its scenario, status, seed, policy, backend, ticks, the config fields that differ
 between the listed runs, and key metrics; filter (kept in the URL: ?scenario=&status=&q=), sort, open one,
-delete with confirmation."""
+delete with confirmation (only in an app started with --allow-write)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import launcher
-from app_pages.common import clear_caches, db_url, page, set_url, url_list, url_value
+from app_pages.common import access, clear_caches, db_url, page, read_only_note, set_url, url_list, url_value
 from sim.store.store import Store
 
 KEY_METRICS = 6
@@ -83,6 +83,9 @@ def render(table: pd.DataFrame) -> None:
         st.query_params["run"] = chosen
         st.switch_page("app_pages/run.py")
 
+    if not access().write:
+        st.caption("Deleting runs needs the app started with `societas app --allow-write`.")
+        return
     with st.expander("Delete runs"):
         doomed = st.multiselect("Runs to delete", ids, key="doomed")
         if st.button("Delete…", disabled=not doomed):
@@ -96,6 +99,9 @@ def render(table: pd.DataFrame) -> None:
                        + (f" — {', '.join(running)} still running." if running else ""))
             y, n = st.columns(2)
             if y.button(f"Yes, delete {len(pending)}", type="primary"):
+                if not access().write:  # (checked again where it writes)
+                    read_only_note("deleting runs")
+                    return
                 store = Store(db_url())
                 deleted = sum(store.delete_run(i) for i in pending)
                 st.session_state.pop("confirm_delete", None)

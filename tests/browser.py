@@ -36,15 +36,16 @@ def _free_port() -> int:
 
 
 @contextmanager
-def served_app(db_url: str, log: Path | None = None, timeout: float = 90.0) -> Iterator[str]:
-    """`streamlit run app.py -- --db URL` on a free local port; yields its base URL; stopped on exit."""
+def served_app(db_url: str, log: Path | None = None, timeout: float = 90.0, flags: tuple[str, ...] = ()) -> Iterator[str]:
+    """`streamlit run app.py -- --db URL FLAGS` on a free local port (FLAGS: --allow-write, --allow-code); yields its
+    base URL; stopped on exit."""
     port = _free_port()
     log = log or Path(tempfile.mkdtemp(prefix="societas-app-")) / "streamlit.log"
     out = open(log, "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true", "--server.port",
          str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none", "--", "--db", db_url],
+         "--server.fileWatcherType", "none", "--", "--db", db_url, *flags],
         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -102,7 +102,7 @@ def shoot(url: str, out: Path) -> list[tuple[str, str]]:
 
     runs = queries.list_runs(queries.open_reader(url))
     made = []
-    with browser.served_app(url, out / "streamlit.log") as base, browser.chrome() as driver:
+    with browser.served_app(url, out / "streamlit.log", flags=("--allow-write",)) as base, browser.chrome() as driver:
         for i, (slug, heading, what, scenario, extra) in enumerate(PAGES):
             if scenario.endswith("*"):  # every ended run of the scenario (Compare)
                 part = runs[(runs["scenario"] == scenario[:-1]) & (runs["status"] != "running")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -64,8 +65,10 @@ def filled(tmp_path_factory) -> dict:
     return {"url": url, "ids": ids, "store": store}
 
 
-def _app(url: str, monkeypatch) -> AppTest:
+def _app(url: str, monkeypatch, *flags: str) -> AppTest:
+    """The app on `url`, started with `flags` (`--allow-write`: launching and deleting; by default it only reads)."""
     monkeypatch.setenv("SOCIETAS_DB", url)
+    monkeypatch.setattr(sys, "argv", ["app.py", *flags])
     return AppTest.from_file(APP, default_timeout=60).run()
 
 
@@ -207,7 +210,7 @@ def test_compare_pools_seeds_and_shows_survival(filled, monkeypatch):
 def test_launch_form_starts_a_run_that_appears_in_the_list(tmp_path, monkeypatch):
     """Submitting the form runs the scenario in the background; the new run shows up in the Runs page."""
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    at = _app(url, monkeypatch)
+    at = _app(url, monkeypatch, "--allow-write")
     at.switch_page("app_pages/launch.py").run()
     at.number_input(key="launch.commons.months").set_value(2)
     at.number_input(key="launch.commons.__seed").set_value(7)
@@ -234,7 +237,7 @@ def test_launch_form_starts_a_run_that_appears_in_the_list(tmp_path, monkeypatch
 def test_launch_form_names_a_bad_field_and_starts_nothing(tmp_path, monkeypatch):
     """A config the scenario refuses is one error line naming the field; no process, no store file."""
     path = tmp_path / "runs.db"
-    at = _app(f"sqlite:///{path}", monkeypatch)
+    at = _app(f"sqlite:///{path}", monkeypatch, "--allow-write")
     at.switch_page("app_pages/launch.py").run()
     at.text_input(key="launch.commons.population").set_value("[{count: 2}]")
     at.button[0].click().run()
@@ -249,7 +252,7 @@ def test_delete_asks_for_confirmation_then_deletes(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     store = Store(url)
     doomed, kept = _run(store, "commons", 2), _run(store, "commons", 2, seed=1)
-    at = _app(url, monkeypatch)
+    at = _app(url, monkeypatch, "--allow-write")
     at.multiselect(key="doomed").set_value([doomed]).run()
     next(b for b in at.button if b.label == "Delete…").click().run()
     assert {r.id for r in store.list_runs()} == {doomed, kept}

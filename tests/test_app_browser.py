@@ -83,3 +83,15 @@ def test_screenshots_script_shoots_every_page(served, tmp_path):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 20_000, name
     assert "did not finish" not in Path(tmp_path / "index.md").read_text()
+
+
+def test_a_served_app_only_reads_unless_started_to_write(served, tmp_path):
+    """In a real browser, the app served with no flag shows no delete and no launch form (it says why); served with
+    --allow-write, both are there."""
+    url = f"sqlite:///{served['store'].engine.url.database}"
+    for flags, writes in (((), False), (("--allow-write",), True)):
+        with browser.served_app(url, tmp_path / f"streamlit{len(flags)}.log", flags=flags) as base:
+            runs = browser.open_page(served["driver"], f"{base}/runs", "Runs", charts=False)
+            launch = browser.open_page(served["driver"], f"{base}/launch", "Launch a run", charts=False)
+        assert ("Delete runs" in runs) is writes and ("--allow-write" in runs) is not writes, runs[-400:]
+        assert ("Start run" in launch) is writes and ("only reads" in launch) is not writes, launch[:600]

@@ -67,7 +67,9 @@ class Refuse(Recorder):
 
 
 def _app(url: str, monkeypatch, popen: type = InlineCli, page: str = "launch", **params: str) -> AppTest:
+    """The app on `url` started to launch (--allow-write) any code reference typed in (--allow-code)."""
     monkeypatch.setenv("SOCIETAS_DB", url)
+    monkeypatch.setattr(sys, "argv", ["app.py", "--allow-write", "--allow-code"])
     monkeypatch.setattr(launcher.tempfile, "tempdir", str(Path(url.removeprefix("sqlite:///")).parent))  # launch folders
     monkeypatch.setattr(launcher.subprocess, "Popen", popen)
     Recorder.calls = []
@@ -315,6 +317,7 @@ def test_a_pasted_config_and_a_fork_run_in_real_background_processes(tmp_path, m
     """The page starts `python -m sim.cli run` from a pasted config, then forks that run, in real processes."""
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     monkeypatch.setenv("SOCIETAS_DB", url)
+    monkeypatch.setattr(sys, "argv", ["app.py", "--allow-write"])
     monkeypatch.setattr(launcher.tempfile, "tempdir", str(tmp_path))
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.switch_page("app_pages/launch.py").run()

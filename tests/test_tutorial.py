@@ -135,6 +135,7 @@ def test_the_app_renders_the_tutorial_run(tmp_path, monkeypatch):
     url = f"sqlite:///{folder / 'runs.db'}"
     result = sim.run("public_goods.py:PublicGoods", db=url, config_file="public_goods.yaml", seed=1)
     monkeypatch.setenv("SOCIETAS_DB", url)
+    monkeypatch.setattr(sys, "argv", ["app.py", "--allow-write", "--allow-code"])  # (`societas app --allow-write ...`)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     for page in ("run", "agents"):
         at.query_params["run"] = result.run_id

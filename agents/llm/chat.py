@@ -30,6 +30,7 @@ from agents.llm.structured import call_kwargs, resolve_mode
 from sim.core.backend import BackendUnavailable
 from sim.core.contracts import DecisionRequest
 from sim.core.errors import UsageError
+from sim.core.refs import check_permitted
 from sim.core.spaces import SpaceError
 
 _LIMITS: dict[str, threading.BoundedSemaphore] = {}
@@ -47,6 +48,7 @@ def load_chat_model(path: str, args: dict[str, Any]) -> Any:
 
     if ":" not in path:
         raise UsageError(f"--llm expects module:Class, got {path!r}")
+    check_permitted(path, "chat model class")
     module_name, cls_name = path.split(":", 1)
     try:
         cls = getattr(importlib.import_module(module_name), cls_name)

@@ -2,8 +2,11 @@
 
 The first of the sandbox's layers (see `agents.sandbox`): a program is refused, with every reason, when it
 does not parse, defines no `policy`, imports a module outside `ALLOWED_IMPORTS`, names a builtin that
-reaches outside (open, eval, exec, compile, __import__ ...), or touches a dunder attribute (the
-way out of a restricted namespace: `().__class__.__base__.__subclasses__()`). It also names the reward
+reaches outside (open, eval, exec, compile, __import__ ...) or a dunder name, touches a private or dunder
+attribute (the way out of a restricted namespace: `().__class__.__base__.__subclasses__()`, `typing._os`),
+or a frame's or code object's (`gen.gi_frame.f_back.f_globals`), also through a match pattern
+(`case object(__globals__=g)`). The worker refuses the same names at run time (`INTROSPECTION` is sent to
+it), for names computed where no check can see them. It also names the reward
 hacks the policy-synthesis paper found (arXiv 2603.19453, `demo_env_reward_hack.py`): code that writes to
 its observation — positions (teleport), timeouts (disable rivals), waste (purge waste), apples (spawn
 apples) — instead of acting through the action it returns. The observation is read-only in the sandbox
@@ -26,6 +29,13 @@ ALLOWED_IMPORTS = frozenset({"math", "random", "itertools", "collections", "func
 #: builtins a policy may not name
 FORBIDDEN_NAMES = frozenset({"open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
                              "input", "exit", "quit", "help", "memoryview", "__builtins__", "__loader__", "__spec__"})
+#: attributes of frames, tracebacks, generators, coroutines and code objects: the way to another frame's globals
+INTROSPECTION = frozenset({"gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended", "cr_frame", "cr_code",
+                           "cr_await", "cr_origin", "cr_running", "cr_suspended", "ag_frame", "ag_code", "ag_await",
+                           "ag_running", "tb_frame", "tb_next", "tb_lasti", "f_back", "f_globals", "f_locals",
+                           "f_builtins", "f_code", "f_trace", "f_trace_lines", "f_trace_opcodes", "f_lasti",
+                           "co_code", "co_consts", "co_names", "co_varnames", "co_freevars", "co_cellvars",
+                           "func_globals", "func_code", "func_closure"})
 _DUNDER = re.compile(r"^__\w+__$")
 _FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 _DEF = re.compile(r"^def policy\s*\(", re.M)
@@ -84,10 +94,17 @@ def check(code: str, *, entry: str = "policy", hacks: Mapping[str, str] = Mappin
                 _import(report, alias.name)
         elif isinstance(node, ast.ImportFrom):
             _import(report, "." * node.level + (node.module or ""))
+            for alias in node.names:
+                _attribute(report, alias.name, node.lineno)
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
             report.problems.append(f"uses `{node.id}`, which a policy may not (line {node.lineno})")
-        elif isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):
-            report.problems.append(f"touches the dunder attribute `{node.attr}` (line {node.lineno})")
+        elif isinstance(node, ast.Name) and _DUNDER.match(node.id):
+            report.problems.append(f"names `{node.id}`, which a policy may not (line {node.lineno})")
+        elif isinstance(node, ast.Attribute):
+            _attribute(report, node.attr, node.lineno)
+        elif isinstance(node, ast.MatchClass):
+            for name in node.kwd_attrs:
+                _attribute(report, name, node.lineno)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _DUNDER.match(node.value):
             report.problems.append(f"names the dunder attribute {node.value!r} (line {node.lineno})")
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
@@ -101,6 +118,15 @@ def check(code: str, *, entry: str = "policy", hacks: Mapping[str, str] = Mappin
     report.problems = list(dict.fromkeys(report.problems))
     report.hacks = list(dict.fromkeys(report.hacks))
     return report
+
+
+def _attribute(report: Report, name: str, line: int) -> None:
+    if name.startswith("__") and name.endswith("__"):
+        report.problems.append(f"touches the dunder attribute `{name}` (line {line})")
+    elif name.startswith("_"):
+        report.problems.append(f"touches the private attribute `{name}` (line {line})")
+    elif name in INTROSPECTION:
+        report.problems.append(f"touches `{name}`, a frame's or code object's attribute (line {line})")
 
 
 def _import(report: Report, name: str) -> None:

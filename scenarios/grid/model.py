@@ -77,6 +77,9 @@ class GridConfig(ScenarioConfig):
     step_timeout: float = Field(2.0, gt=0, le=600, description="synthesis: wall seconds one step's calls of the program may take (then it is stopped)")
     cpu_limit: int = Field(120, ge=1, le=86_400, description="synthesis: CPU seconds the program may use in an episode")
     memory_limit: int = Field(512, ge=64, le=65_536, description="synthesis: MB of address space the program's process may use")
+    sandbox: Literal["bubblewrap", "landlock", "process"] = Field(
+        "bubblewrap", description="synthesis: the isolation the program runs under: bubblewrap (full; the default), or "
+                                  "by name a weaker level, landlock or process (README, Sandbox, says what each guarantees)")
     seed_code: Optional[str] = Field(None, min_length=1, description="synthesis: a Python file whose policy is the first version (the LLM writes the later ones)")
 
     @model_validator(mode="after")
@@ -149,7 +152,7 @@ class GridModel(SocietyModel):
     synthesis = True
     #: rule fields a fork may change (read every step), and the synthesis settings
     fork_fields = frozenset({"beam", "beam_length", "beam_width", "hits_to_tag", "timeout_steps", "code_tokens",
-                             "code_retries", "step_timeout", "cpu_limit", "memory_limit", "iterations"})
+                             "code_retries", "step_timeout", "cpu_limit", "memory_limit", "sandbox", "iterations"})
     tick_metric_docs: ClassVar[Mapping[str, str]] = {
         "episode": "the episode this step belongs to (1-based)",
         "apples": "live apples after the step",

@@ -95,6 +95,9 @@ def show(
     if summary.get("reason"):
         out.print(f"reason: {summary['reason']}", soft_wrap=True)
     out.print("config: " + ", ".join(f"{k}={v}" for k, v in summary["config"].items() if v is not None), soft_wrap=True)
+    if summary["sandbox"]:
+        out.print(f"sandbox: {summary['sandbox']['level']} — {summary['sandbox']['guarantees']}", soft_wrap=True,
+                  highlight=False)
     final = Table(title="final metrics (whole run)")
     final.add_column("metric")
     final.add_column("value", justify="right")
@@ -141,18 +144,34 @@ def show(
 def open_app(
     db: Optional[str] = DbOption,
     port: int = typer.Option(8501, "--port", min=1, max=65535, help="the port to serve the app on"),
+    address: str = typer.Option("127.0.0.1", "--address", help="the address to listen on (default: this machine "
+                                "only; 0.0.0.0 serves every interface: anyone who reaches the port opens the app)"),
+    allow_write: bool = typer.Option(False, "--allow-write", help="let the app's pages launch, fork and delete runs, "
+                                     "and open another store from the sidebar (default: it only reads)"),
+    allow_code: bool = typer.Option(False, "--allow-code", help="let the Launch page import any code reference typed "
+                                    "into it (module:Class, path/file.py:Class); default: only those the store's runs "
+                                    "already used"),
 ) -> None:
-    """Open the Streamlit app on the store (it only reads): http://localhost:PORT (Ctrl-C stops it)."""
+    """Open the Streamlit app on the store (read-only unless --allow-write) on this machine: http://127.0.0.1:PORT."""
     from sim.store.schema import absolute_url
 
     script = ROOT / "app.py"
     if not script.is_file():
         fail(f"the app runs from a societas checkout: {script} is not there")
+    if not address.strip() or any(c.isspace() for c in address):
+        fail(f"bad value for '--address': {address!r}; an IP address or host name (127.0.0.1, 0.0.0.0, ::1)")
     url = absolute_url(default_url(db))
-    out.print(f"the app on {url}: http://localhost:{port}", soft_wrap=True, highlight=False)
+    host = f"[{address}]" if ":" in address else address
+    local = address in ("127.0.0.1", "localhost", "::1")
+    mode = "read-only" if not allow_write else "launch, fork and delete allowed"
+    mode += "; any code reference allowed" if allow_code else ""
+    out.print(f"the app on {url} ({mode}): http://{host}:{port} — listening on {address}"
+              + (" only (--address 0.0.0.0 serves other machines)" if local
+                 else ": anyone who can reach this machine's port can open it"), soft_wrap=True, highlight=False)
+    flags = (["--allow-write"] if allow_write else []) + (["--allow-code"] if allow_code else [])
     os.chdir(ROOT)  # streamlit reads .streamlit/config.toml from where it starts
     os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
-                              "--", "--db", url])
+                              "--server.address", address, "--", "--db", url, *flags])
 
 
 def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[str]) -> None:

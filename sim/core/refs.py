@@ -4,6 +4,12 @@ User-defined scenarios, scripted strategies and prompt templates live in the use
 or file; a RunSpec stores the reference (a file path made absolute) so that any later process
 (replay, resume, fork, show, the app) imports the same object again. Every failure is a one-line
 `UsageError` naming what was written and what is wrong.
+
+`only_references(permitted)` limits, for the code running inside it (a context: one thread, one app session),
+which references may be imported at all: the app serves visitors, and a reference typed into one of its
+pages is code it would run; only those the user's own runs already used pass unless the app was started
+with `--allow-code`. Every import by reference (scenarios, strategies, templates, chat model classes) asks
+`check_permitted` first.
 """
 
 from __future__ import annotations
@@ -13,14 +19,23 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, Optional
 
 from sim.core.errors import UsageError
 
 __all__ = ["is_reference", "is_path", "absolute", "load_object", "load_strategy", "import_file", "import_module",
-           "one_line"]
+           "one_line", "only_references", "check_permitted", "references_in"]
+
+#: the keys under which a spec, config, YAML run config or sweep file names code: a scenario, a chat model class,
+#: a prompt template, a scripted strategy (also as the last part of a sweep grid's dotted key: `llm.cls`)
+REFERENCE_KEYS = frozenset({"scenario", "cls", "template", "strategy"})
+
+#: the references the current context may import (None: any); see `only_references`
+_PERMITTED: ContextVar[Optional[Callable[[str], bool]]] = ContextVar("societas_permitted_references", default=None)
 
 _FILE_MODULES_BY_NAME: dict[str, str] = {}  # synthetic module name -> absolute file path
 _BY_PATH: dict[str, Any] = {}  # absolute file path -> the module loaded from it
@@ -47,8 +62,46 @@ def absolute(ref: str, base: Optional[Path] = None) -> str:
     return f"{os.path.abspath(path)}:{name}"
 
 
+@contextmanager
+def only_references(permitted: Optional[Callable[[str], bool]]) -> Iterator[None]:
+    """Inside: a reference is imported only if `permitted(ref)` (None: any, as outside)."""
+    token = _PERMITTED.set(permitted)
+    try:
+        yield
+    finally:
+        _PERMITTED.reset(token)
+
+
+def check_permitted(ref: str, noun: str) -> None:
+    """UsageError when the current context may not import `ref` (see `only_references`)."""
+    permitted = _PERMITTED.get()
+    if permitted is not None and not permitted(ref):
+        raise UsageError(f"{noun} {ref!r} is code this app may not import: only references its store's runs "
+                         "already used, unless the app is started with --allow-code")
+
+
+def references_in(data: Any) -> set[str]:
+    """Every code reference `data` names under `REFERENCE_KEYS`, at any depth (a population's strategies, a sweep
+    grid's list of values), as written."""
+    found: set[str] = set()
+
+    def walk(value: Any, key: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, str(k).rpartition(".")[2])
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v, key)
+        elif key in REFERENCE_KEYS and is_reference(value):
+            found.add(value)
+
+    walk(data)
+    return found
+
+
 def load_object(ref: str, noun: str, shown: Optional[str] = None) -> tuple[Any, Any]:
     """(module, object) that `ref` names; errors say `noun` ("scenario", "strategy", ...) and quote `shown`."""
+    check_permitted(ref, noun)
     shown = shown or ref
     target, _, name = ref.rpartition(":")
     if not target or not name:
