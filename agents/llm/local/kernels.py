@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -38,7 +38,7 @@ def rope_write_torch(qkv: torch.Tensor, positions: torch.Tensor, cos: torch.Tens
     the caches [B, Hk, L, D] at columns col0 .. col0 + S - 1. The same operations, in the same order and dtype, as
     transformers' Llama (q * cos + rotate_half(q) * sin), with cos/sin [positions, D] in the model's dtype."""
     b = qkv.shape[0] // seq
-    c, s = cos[positions].unsqueeze(1), sin[positions].unsqueeze(1)  # [B*S, 1, D]
+    c, s = cos[positions].unsqueeze(1).to(qkv.dtype), sin[positions].unsqueeze(1).to(qkv.dtype)  # [B*S, 1, D]
     q = qkv[:, :hq * d].view(-1, hq, d)
     k = qkv[:, hq * d:(hq + hk) * d].view(-1, hk, d)
     v = qkv[:, (hq + hk) * d:].reshape(b, seq, hk, d)
@@ -100,12 +100,13 @@ def attend_reference(q, prefix_k, prefix_v, k_cache, v_cache, start, col0, seg, 
 
 
 class Kernels:
-    """The rotary-write and attention functions one lean forward uses on a device and dtype."""
+    """The rotary-write and attention functions one lean forward uses on a device and dtype, for a model with `hq`
+    query heads, `hk` key/value heads of size `head_dim` (the check compiles the shapes the model will run)."""
 
-    def __init__(self, device: str, dtype: torch.dtype, head_dim: int, prefer: Optional[str] = None) -> None:
+    def __init__(self, device: str, dtype: torch.dtype, hq: int, hk: int, head_dim: int, prefer: Optional[str] = None) -> None:
         """`prefer`: "triton" or "torch" to force one (tests, benchmarks); None: Triton on CUDA where it checks out."""
         self.name, self.note = "torch", ""
-        self.rope_write, self.attend = rope_write_torch, attend_torch
+        self._triton: Any = None
         interpreted = os.environ.get("TRITON_INTERPRET") == "1"
         want = prefer or ("triton" if device.startswith("cuda") else "torch")
         if want != "triton":
@@ -122,27 +123,54 @@ class Kernels:
         try:
             from agents.llm.local import triton_kernels  # triton: only where it is used
 
-            problem = check(triton_kernels.rope_write, triton_kernels.attend, device, dtype, head_dim)
+            problem = check(triton_kernels.rope_write, triton_kernels.attend, device, dtype, hq, hk, head_dim)
         except Exception as exc:  # noqa: BLE001 - a compiler or driver failure of any kind: fall back, and say so
-            problem = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+            problem = _one_line(exc)
         if problem:
-            self.note = f"Triton kernels failed their check ({problem}): the torch kernels run"
-            print(f"societas: {self.note}", file=sys.stderr)
+            self._fall_back(f"Triton kernels failed their check ({problem})")
             return
-        self.name, self.rope_write, self.attend = "triton", triton_kernels.rope_write, triton_kernels.attend
+        self.name, self._triton = "triton", triton_kernels
+
+    def _fall_back(self, why: str) -> None:
+        self.name, self._triton = "torch", None
+        self.note = f"{why}: the torch kernels run"
+        print(f"societas: {self.note}", file=sys.stderr)
+
+    def rope_write(self, *args) -> None:
+        """rope_write_torch's function, by the chosen kernel (a Triton failure falls back to torch, and says so)."""
+        if self._triton is not None:
+            try:
+                return self._triton.rope_write(*args)
+            except Exception as exc:  # noqa: BLE001
+                self._fall_back(f"a Triton kernel failed ({_one_line(exc)})")
+        return rope_write_torch(*args)
+
+    def attend(self, *args) -> torch.Tensor:
+        """attend_torch's function, by the chosen kernel (a Triton failure falls back to torch, and says so)."""
+        if self._triton is not None:
+            try:
+                return self._triton.attend(*args)
+            except Exception as exc:  # noqa: BLE001
+                self._fall_back(f"a Triton kernel failed ({_one_line(exc)})")
+        return attend_torch(*args)
 
 
-def check(rope_write, attend, device: str, dtype: torch.dtype, head_dim: int, seed: int = 0) -> str:
-    """'' when `rope_write` and `attend` agree with the torch functions on fresh random inputs (a shared prefix,
-    left padding, options, grouped heads, a prefill and a one-token step); else what differed."""
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+
+def check(rope_write, attend, device: str, dtype: torch.dtype, hq: int, hk: int, head_dim: int, seed: int = 0) -> str:
+    """'' when `rope_write` and `attend` agree with the torch functions on fresh random inputs of the model's head
+    counts (a shared prefix, left padding, options, a prefill and a one-token step); else what differed."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     tol = CHECK_TOLERANCE[dtype]
 
     def rnd(*shape):
         return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
 
-    b, hq, hk, d, p, length = 3, 6, 2, head_dim, 37, 24
-    for seq, col in ((9, 0), (1, 15)):
+    b, d, p, length = 3, head_dim, 37, 24
+    for seq, col in ((17, 0), (1, 19)):
         q, pk, pv = rnd(b, seq, hq, d), rnd(hk, p, d), rnd(hk, p, d)
         kc, vc = rnd(b, hk, length, d), rnd(b, hk, length, d)
         start = torch.tensor([0, 2, 5], dtype=torch.int32, device=device)

@@ -103,7 +103,7 @@ class LeanDecoder:
                                      _fuse([m.gate_proj, m.up_proj]), m.down_proj.weight))
         self.inter = self.layers[0].down.shape[1]
         self.rotary = inner.rotary_emb
-        self.kernels = Kernels(device, dtype, self.d, prefer=kernels)
+        self.kernels = Kernels(device, dtype, self.hq, self.hk, self.d, prefer=kernels)
         self._tables: tuple[torch.Tensor, torch.Tensor] = (torch.empty(0), torch.empty(0))
         self.ensure_positions(4096)
 

@@ -48,17 +48,33 @@ class StepRunner:
             return self.out
         if self.graph_wanted and self.calls >= 2 and self.engine.graphs:
             try:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    out = self._body()
-                graph.replay()
-                self.graph, self.out = graph, out
+                self.graph, self.out = self._capture()
+                self.graph.replay()
                 self.engine.counters["graphs_captured"] += 1
-                return out
+                return self.out
             except Exception as exc:  # noqa: BLE001 - a capture the driver or a kernel refuses: eager from here on
-                self.engine.disable_graphs(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}")
-                self.graph_wanted = False
+                text = str(exc).strip()
+                self.engine.disable_graphs(f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}")
+                self.graph_wanted, self.graph = False, None
+                torch.cuda.synchronize()
         return self._body()
+
+    def _capture(self) -> tuple[Any, torch.Tensor]:
+        """The step captured on the engine's side stream, after one run there (idempotent: it rewrites the same
+        column) so that library workspaces exist before capture. Unlike `torch.cuda.graph` this neither
+        synchronises nor empties the allocator's cache: the next buckets reuse its blocks."""
+        stream = self.engine.capture_stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            self._body()
+            graph.capture_begin()
+            try:
+                out = self._body()
+            finally:
+                graph.capture_end()
+        torch.cuda.current_stream().wait_stream(stream)
+        return graph, out
 
 
 @dataclass
@@ -85,17 +101,30 @@ class LeanEngine:
         self.graphs = lm.device.startswith("cuda")
         self.graph_min_steps = 8
         self.counters = {"graphs_captured": 0}
-        self.notes: list[str] = [self.dec.kernels.note] if self.dec.kernels.note else []
+        self._stream: Any = None
+        self._notes: list[str] = []
 
     @property
     def kernels(self) -> str:
+        """"triton" or "torch": the kernels this engine's forward runs (see `notes` for why not Triton)."""
         return self.dec.kernels.name
+
+    @property
+    def notes(self) -> list[str]:
+        """What this engine does not do that it would on a GPU, and why (kernels, graphs)."""
+        return ([self.dec.kernels.note] if self.dec.kernels.note else []) + self._notes
+
+    def capture_stream(self) -> Any:
+        """The side stream decoding steps are captured on (one per engine)."""
+        if self._stream is None:
+            self._stream = torch.cuda.Stream()
+        return self._stream
 
     def disable_graphs(self, why: str) -> None:
         """Decode eagerly from now on (a capture failed): said once on stderr and kept in `notes`."""
         if self.graphs:
             self.graphs = False
-            self.notes.append(f"CUDA graphs off: {why}")
+            self._notes.append(f"CUDA graphs off: {why}")
             print(f"societas: CUDA graphs off ({why}); decoding steps run eagerly", file=sys.stderr)
 
     def _ids(self, rows: list[list[int]]) -> torch.Tensor:

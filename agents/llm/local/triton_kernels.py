@@ -72,7 +72,7 @@ def _softmax_step(q, k, v, qk_scale, keep, m_i, l_i, acc, PRECISION: tl.constexp
     return m_new, l_i, acc
 
 
-@triton.jit(do_not_specialize=["P", "L", "S", "HK"])
+@triton.jit(do_not_specialize=["P", "L", "S", "HK", "sseg_b"])
 def _attend_kernel(Q, sq_b, sq_s, sq_h, PK, PV, sp_h, sp_n, P, KC, VC, sc_b, sc_h, sc_n, L, O, so_b, so_s, so_h,
                    START, SEG, sseg_b, COL0, S, HK, qk_scale,
                    G: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -141,7 +141,7 @@ def attend(q: torch.Tensor, prefix_k, prefix_v, k_cache: torch.Tensor, v_cache: 
     hk = k_cache.shape[1]
     g = hq // hk
     rows = s * g
-    block_m = 16 if rows <= 16 else (32 if rows <= 32 else 64)
+    block_m = 16 if rows <= 16 else 64  # two shapes only: the first-use check compiles both
     block_n = 64 if d <= 64 else 32
     out = torch.empty((b, s, hq, d), dtype=q.dtype, device=q.device)
     p = 0 if prefix_k is None else prefix_k.shape[1]
