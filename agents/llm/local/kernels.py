@@ -123,6 +123,8 @@ class Kernels:
         try:
             from agents.llm.local import triton_kernels  # triton: only where it is used
 
+            if triton_kernels.triton is None:
+                raise ImportError("Triton is not installed")
             problem = check(triton_kernels.rope_write, triton_kernels.attend, device, dtype, hq, hk, head_dim)
         except Exception as exc:  # noqa: BLE001 - a compiler or driver failure of any kind: fall back, and say so
             problem = _one_line(exc)

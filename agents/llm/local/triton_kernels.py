@@ -16,13 +16,24 @@ from __future__ import annotations
 import math
 
 import torch
-import triton
-import triton.language as tl
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the module still imports; agents.llm.local.kernels never launches these without Triton
+    triton = tl = None
 
 LOG2E = 1.0 / math.log(2.0)
 
 
-@triton.jit(do_not_specialize=["S"])
+def _jit(*args, **kwargs):
+    """triton.jit, or where Triton is missing a decorator that leaves the function as it is."""
+    if triton is not None:
+        return triton.jit(*args, **kwargs)
+    return args[0] if args and callable(args[0]) else (lambda fn: fn)
+
+
+@_jit(do_not_specialize=["S"])
 def _rope_write_kernel(QKV, stride_t, POS, COS, SIN, stride_tab, KC, VC, stride_cb, stride_ch, stride_cn, COL0, S,
                        HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, BH: tl.constexpr):
     t = tl.program_id(0)
@@ -58,7 +69,7 @@ def _rope_write_kernel(QKV, stride_t, POS, COS, SIN, stride_tab, KC, VC, stride_
     tl.store(VC + dst + half, tl.load(pv + half, mask=mk, other=0.0), mask=mk)
 
 
-@triton.jit
+@_jit
 def _softmax_step(q, k, v, qk_scale, keep, m_i, l_i, acc, PRECISION: tl.constexpr):
     """One tile of an online softmax: scores of `q` against `k` where `keep`, folded into (m_i, l_i, acc)."""
     qk = tl.dot(q, k, input_precision=PRECISION) * qk_scale
@@ -72,7 +83,7 @@ def _softmax_step(q, k, v, qk_scale, keep, m_i, l_i, acc, PRECISION: tl.constexp
     return m_new, l_i, acc
 
 
-@triton.jit(do_not_specialize=["P", "L", "S", "HK", "sseg_b"])
+@_jit(do_not_specialize=["P", "L", "S", "HK", "sseg_b"])
 def _attend_kernel(Q, sq_b, sq_s, sq_h, PK, PV, sp_h, sp_n, P, KC, VC, sc_b, sc_h, sc_n, L, O, so_b, so_s, so_h,
                    START, SEG, sseg_b, COL0, S, HK, qk_scale,
                    G: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
