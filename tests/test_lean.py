@@ -66,6 +66,36 @@ def test_lean_engine_decides_as_the_transformers_engine(pair, batch_tokens, temp
     assert lean.counters["decode_steps"] > before["decode_steps"]
 
 
+def _qwen2_lm(**kw):
+    """A tiny random Qwen2 (biases on q, k, v; tied embeddings) in float64 on the CPU."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from agents.llm.local.model import LocalLM
+
+    tok = char_tokenizer()
+    torch.manual_seed(1)
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=1, max_position_embeddings=4096, pad_token_id=tok.pad_token_id,
+                      eos_token_id=tok.eos_token_id, tie_word_embeddings=True)
+    model = Qwen2ForCausalLM(cfg).to(torch.float64)
+    with torch.no_grad():
+        for layer in model.model.layers:  # non-zero biases, so that dropping one would show
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_(0, 0.5)
+    return LocalLM(hf_model=model, tokenizer=tok, device="cpu", **kw)
+
+
+def test_a_qwen2_model_with_attention_biases_decides_alike_on_both_engines():
+    """Qwen2's q/k/v biases ride in the fused product; a kv head shared by four query heads."""
+    hf, lean = _qwen2_lm(), _qwen2_lm(engine="lean")
+    assert lean.fwd.dec.layers[0].qkv_bias is not None
+    prompts = _prompts(hf, 12)
+    got, want = _decide(lean, prompts, 0.8), _decide(hf, prompts, 0.8)
+    assert got["choices"] == want["choices"] and got["numbers"] == want["numbers"] and got["text"] == want["text"]
+    for a, b in zip(got["scores"], want["scores"]):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-9)
+
+
 def test_lean_weights_are_views_of_the_fused_products_and_transformers_answers_stay_the_same():
     """Building the lean engine lays q, k, v (and gate, up) side by side without copies; the model's own answers
     do not change."""
@@ -246,6 +276,7 @@ def interpreter_index_fix(interp) -> None:
     interp._patch_lang_tensor = patched
 
 
+@pytest.mark.slow  # about a minute: the interpreter runs every program of every launch in Python
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 def test_triton_kernels_under_the_interpreter_equal_the_references():
     """The Triton kernels, run by Triton's interpreter on the CPU: the first-use check passes in float32 and float16,

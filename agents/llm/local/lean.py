@@ -47,9 +47,10 @@ def unsupported(model: Any) -> Optional[str]:
     if getattr(cfg, "sliding_window", None) and (kind == "mistral" or getattr(cfg, "use_sliding_window", False)):
         return "a sliding attention window"
     head = model.get_output_embeddings()
-    if head is None or getattr(head, "bias", None) is not None or mlp.down_proj.bias is not None \
-            or mlp.gate_proj.bias is not None:
-        return "biases where Llama has none"
+    qkv_bias = {getattr(attn, n).bias is None for n in ("q_proj", "k_proj", "v_proj")}
+    if head is None or getattr(head, "bias", None) is not None or len(qkv_bias) > 1 \
+            or any(getattr(mlp, n).bias is not None for n in ("gate_proj", "up_proj", "down_proj")):
+        return "biases where Llama and Qwen2 have none"
     return None
 
 
