@@ -42,6 +42,8 @@ def load_tokenizer(directory: Optional[str] = None) -> Any:
         try:
             return AutoTokenizer.from_pretrained(directory)
         except (ValueError, OSError, KeyError, AttributeError) as exc:  # e.g. a tokenizer class this transformers lacks
+            if not (Path(directory) / "tokenizer.json").is_file():
+                raise SystemExit(f"no saved tokenizer in {directory} (benchmarks/shapes.py --export {directory})") from None
             return _plain_tokenizer(Path(directory), exc)
     from agents.llm.local.ids import embedded_model_path
 
