@@ -1,22 +1,128 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine (issue 28): install the carried wheels, check the CUDA path against the
-# CPU path, then run benchmarks/llm_scale.py's sections on a random-weight SmolLM2-135M-shaped model.
+# Issue 44: the one prepared call on a lent GPU machine. Installs the carried wheels, then runs, each under its own
+# time limit inside one budget (a section that would not fit is skipped and says so):
+#   env      the GPU, versions, Triton, and the project's import chain
+#   tests    tests/test_cuda.py (CUDA against CPU; the Triton kernels compiled against torch; CUDA graphs against
+#            eager steps) and tests/test_lean.py
+#   scale    benchmarks/llm_scale.py scale + engines on random weights of SmolLM2-135M's shape: decisions/s by batch
+#            size beside the device's limits, and the fused path against the old one in the same process
+#   ticks    a 1,000-member social tick and a 1,000-fisher tick through the real runner and a SQLite store
+#   profile  benchmarks/gpu_profile.py: a one-token step per engine, the launch floor, one 1,000-request Number call
+#   shapes   the 0.5B-7B cost table (random weights of public shapes)
+#   versus   the batched tick against one call per agent, and against transformers' generate
+# then merges the sections' JSON into $OUT/llm_scale-cuda.json and prints the summary table LAST.
 #
-# Prepared here (nothing is fetched there; the embedded GGUF is too large to travel, its tokenizer is not):
+# Prepared on the developer's machine (nothing can be fetched on the GPU machine), both folders git-ignored
+# (.git/info/exclude) and carried with the call:
 #   python benchmarks/shapes.py --export .gpu/smollm2-tokenizer
-#   pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl mesa pydantic pydantic-core \
-#       sqlalchemy sqlmodel alembic mako annotated-types typing-inspection typing-extensions   (the versions of .venv)
-# and both folders carried with the call (.whl, .gpu). Usage there:  SECTIONS=scale,hf bash benchmarks/gpu_run.sh
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
+#     mesa==3.3.1 pydantic==2.14.4 pydantic-core==2.50.5 sqlalchemy==2.1.9 sqlmodel==0.0.50 alembic==1.20.1 \
+#     mako==1.4.3 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0   (the versions of .venv)
+# On the GPU machine:   bash benchmarks/gpu_run.sh            (carry .whl and .gpu; $OUT is where results go)
+# Here, first:          PY=.venv/bin/python DRY=1 bash benchmarks/gpu_run.sh    (the same steps on a CPU, tiny sizes)
+# Knobs: SECTIONS=env,tests,scale,ticks,profile,shapes,versus  BUDGET_S=450  OUT=/tmp/gpu-out  TOKENIZER=.gpu/...
 set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+DRY=${DRY:-0}
 OUT=${OUT:-/tmp/gpu-out}
+PY=${PY:-python3}
+SECTIONS=${SECTIONS:-env,tests,scale,ticks,profile,shapes,versus}
+TOKENIZER=${TOKENIZER:-.gpu/smollm2-tokenizer}
+RESERVE=20  # seconds kept for the summary
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=true
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
-if [ "${TESTS:-1}" = 1 ]; then
-  python3 -m pytest -q -p no:cacheprovider ${TEST_FILES:-tests/test_cuda.py tests/test_llm_vectorised.py} 2>&1 | tee "$OUT/test_cuda.log" | tail -15
+PARTS=$(mktemp -d /tmp/gpu-parts.XXXXXX)
+LOG=$OUT/run.log
+STATUS=$PARTS/status
+: > "$LOG"
+: > "$STATUS"
+T0=$SECONDS
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=true
+
+say() { echo "[gpu_run +$((SECONDS - T0))s] $*" | tee -a "$LOG"; }
+
+if [ "$DRY" = 1 ]; then
+  BUDGET_S=${BUDGET_S:-1500}
+  DEV=(--device cpu); SHAPE=tiny; SIZES=1,8; N=8; SHAPES=tiny
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+  say "DRY run on the CPU with tiny sizes: it checks the script, not the GPU"
+else
+  BUDGET_S=${BUDGET_S:-450}
+  DEV=(); SHAPE=smollm2-135m; SIZES=1,64,256,1000,4096; N=1000
+  SHAPES=qwen2.5-0.5b,smollm2-360m,qwen2.5-1.5b,smollm2-1.7b,qwen2.5-7b
+  if compgen -G ".whl/*.whl" > /dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl 2>&1 | tee -a "$LOG"
+    [ "${PIPESTATUS[0]}" = 0 ] || say "WARNING: installing the carried wheels failed: the sections that need them will fail"
+  else
+    say "WARNING: no .whl folder was carried: mesa, pydantic and SQLModel are missing there, and the sections that need them will fail"
+  fi
+  export PYTHONPATH=/tmp/site:$PWD
 fi
-timeout "${BENCH_TIMEOUT:-540}" python3 benchmarks/llm_scale.py --shape smollm2-135m --tokenizer .gpu/smollm2-tokenizer \
-  --sections "${SECTIONS:-scale,versus_single,hf,ticks,shapes,knobs}" ${SHAPES:+--shapes "$SHAPES"} \
-  --out "$OUT/llm_scale-cuda.json" 2>&1 | tee "$OUT/bench.log" | grep -v "^ *$" | tail -60
+[ -f "$TOKENIZER/tokenizer.json" ] || say "WARNING: no tokenizer at $TOKENIZER (carry .gpu): the benchmarks will fail"
+
+section() {  # NAME LIMIT_SECONDS COMMAND...: run COMMAND under min(LIMIT, what the budget has left)
+  local name=$1 want=$2
+  shift 2
+  case ",$SECTIONS," in *",$name,"*) ;; *) return 0 ;; esac
+  local left=$((BUDGET_S - (SECONDS - T0) - RESERVE))
+  local limit=$((want < left ? want : left))
+  if [ "$limit" -lt 20 ]; then
+    say "SKIP $name: only ${left}s of the ${BUDGET_S}s budget left"
+    echo "$name skipped 0" >> "$STATUS"
+    return 0
+  fi
+  say "START $name (limit ${limit}s)"
+  local started=$SECONDS
+  timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  echo "$name $rc $((SECONDS - started))" >> "$STATUS"
+  if [ "$rc" = 0 ]; then say "END $name after $((SECONDS - started))s"
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then say "FAILED $name: out of its ${limit}s"
+  else say "FAILED $name: exit code $rc after $((SECONDS - started))s (see above)"; fi
+}
+
+# the llm_scale command line of this run's model (each section adds its own arguments)
+BENCH=("$PY" benchmarks/llm_scale.py "${DEV[@]}" --shape "$SHAPE" --tokenizer "$TOKENIZER" --sizes "$SIZES" --requests "$N")
+
+cat > "$PARTS/env_check.py" <<'PYEOF'
+import importlib, sys, time
+t = time.perf_counter()
+import torch, transformers
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__,
+      "gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+try:
+    import triton
+    print("triton", triton.__version__)
+except Exception as exc:
+    print("triton missing:", exc)
+missing = []
+for name in ("mesa", "pydantic", "pydantic_core", "sqlalchemy", "sqlmodel", "alembic", "networkx", "yaml", "numpy", "pandas",
+             "sim.store.store", "sim.runner.execution", "scenarios", "agents.llm.local.model", "agents.llm.local.lean_engine",
+             "benchmarks.llm_scale", "benchmarks.gpu_profile"):
+    try:
+        mod = importlib.import_module(name)
+        print(" ", name, getattr(mod, "__version__", ""))
+    except Exception as exc:
+        missing.append(name)
+        print("  IMPORT FAILED", name, type(exc).__name__, exc)
+print(f"imports {time.perf_counter() - t:.1f}s")
+sys.exit(1 if missing else 0)
+PYEOF
+
+section env 60 bash -c "command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm --format=csv; \"$PY\" $PARTS/env_check.py"
+section tests 150 bash -c "set -o pipefail; \"$PY\" -m pytest -q -p no:cacheprovider -m 'not slow' tests/test_cuda.py tests/test_lean.py 2>&1 | tee $PARTS/tests.log"
+section scale 180 "${BENCH[@]}" --sections scale,engines --out "$PARTS/scale.json"
+section ticks 100 "${BENCH[@]}" --sections ticks --out "$PARTS/ticks.json"
+section profile 60 "$PY" benchmarks/gpu_profile.py "${DEV[@]}" --shape "$SHAPE" --tokenizer "$TOKENIZER" --requests "$N" \
+  --out "$OUT/profile.txt" --json "$PARTS/profile.json"
+section shapes 160 "${BENCH[@]}" --sections shapes --shapes "$SHAPES" --out "$PARTS/shapes.json"
+section versus 60 "${BENCH[@]}" --sections versus_single,hf --out "$PARTS/versus.json"
+
+cp "$PARTS/tests.log" "$OUT/tests.log" 2>/dev/null
+say "summary (all sections' JSON merged into $OUT/llm_scale-cuda.json)"
+"$PY" benchmarks/gpu_summary.py "$PARTS"/*.json --status "$STATUS" --tests "$PARTS/tests.log" --out "$OUT/llm_scale-cuda.json" 2>&1 | tee -a "$LOG"
+rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] || say "FAILED summary: exit code $rc; the parts are in $PARTS: $(ls "$PARTS" | tr '\n' ' ')"
+failed=$(awk '$2 != 0 && $2 != "skipped"' "$STATUS" | wc -l)
+say "done in $((SECONDS - T0))s; $failed section(s) failed; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
+exit $((failed > 0 || rc != 0))

@@ -117,7 +117,11 @@ def main() -> None:
     ch_msgs = [render_messages(r) for r in ch_reqs]
     ch_prompts = [lm.render(m) for m in ch_msgs]
     ids = lm.encode(ch_prompts)
-    prefill = timed(lambda: torch.inference_mode()(lm._prefill)(ids), repeat + 1)
+    def prefill_all() -> None:
+        with torch.inference_mode():
+            for _ in lm._batches(ids):  # every prefix and bucket forward, no decoding
+                pass
+    prefill = timed(prefill_all, repeat + 1)
     scoring = timed(lambda: lm.score_choices(ch_prompts, [options] * n), repeat + 1)
     decisions = eng.answer(ch_reqs, ch_msgs)
     free = timed(lambda: lm.generate(ch_prompts, [8] * n, 0.7, list(range(n))), 1)

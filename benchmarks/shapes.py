@@ -39,11 +39,33 @@ def load_tokenizer(directory: Optional[str] = None) -> Any:
     from transformers import AutoTokenizer
 
     if directory:
-        return AutoTokenizer.from_pretrained(directory)
+        try:
+            return AutoTokenizer.from_pretrained(directory)
+        except (ValueError, OSError, KeyError, AttributeError) as exc:  # e.g. a tokenizer class this transformers lacks
+            if not (Path(directory) / "tokenizer.json").is_file():
+                raise SystemExit(f"no saved tokenizer in {directory} (benchmarks/shapes.py --export {directory})") from None
+            return _plain_tokenizer(Path(directory), exc)
     from agents.llm.local.ids import embedded_model_path
 
     path = embedded_model_path()
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+def _plain_tokenizer(folder: Path, why: Exception) -> Any:
+    """The saved tokenizer read without its class (tokenizer.json, the special tokens, the chat template), for a
+    transformers release that cannot name the class the saving one wrote."""
+    import json
+    import sys
+
+    from transformers import PreTrainedTokenizerFast
+
+    print(f"shapes: AutoTokenizer could not read {folder} ({type(why).__name__}: {why}); reading tokenizer.json", file=sys.stderr)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    specials = {k: config[k] for k in ("bos_token", "eos_token", "pad_token", "unk_token") if isinstance(config.get(k), str)}
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), **specials)
+    template = folder / "chat_template.jinja"
+    tok.chat_template = template.read_text() if template.is_file() else config.get("chat_template")
+    return tok
 
 
 def export_tokenizer(directory: str) -> Path:

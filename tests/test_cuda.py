@@ -1,8 +1,11 @@
 """The CUDA path gives the decisions the CPU path gives (skipped where no GPU is visible).
 
 Same random model (float64 on both, so no tie is decided by rounding), same prompts and seeds: choices,
-constrained numbers and free text must match exactly, sampled and greedy, with the shared prefix by
-reference (the GPU's default) and buckets cut small enough that prefixes and buckets split.
+constrained numbers and free text must match exactly, sampled and greedy, the GPU on its default engine
+(the lean forward; float64 runs its torch kernels) and buckets cut small enough that prefixes and buckets
+split. Then the GPU's own pieces: the Triton kernels against the torch ones for every public shape's heads,
+the lean engine with them in float32 against the CPU, and decoding steps replayed as CUDA graphs against
+the same steps launched one by one.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ def test_cuda_and_cpu_decide_the_same(pair, batch_tokens, temperature):
         assert a == pytest.approx(b, rel=1e-6, abs=1e-6)  # rotary tables are float32 in transformers: ~1e-8 apart
     assert all(lo <= v <= hi for (v, _), (lo, hi) in zip(got["cuda"]["numbers"], bounds))
     assert gpu.counters["prefix_forwards"] > 0  # the shared prefix was used on the GPU, not bypassed
+    assert gpu.engine == "lean"
 
 
 def test_bf16_on_cuda_decides_numbers_in_range_with_the_default_settings():
@@ -75,3 +79,51 @@ def test_bf16_on_cuda_decides_numbers_in_range_with_the_default_settings():
     single = [gpu.decode_numbers([p], [b], 0.7, [s])[0] for p, b, s in zip(prompts, bounds, seeds)]
     agree = sum(a == b for a, b in zip(batched, single)) / len(prompts)
     assert agree >= 0.75  # bf16: a batch's different kernels may round a near-tie the other way, rarely
+
+
+@pytest.mark.parametrize("dtype,heads", [("bfloat16", (9, 3, 64)), ("bfloat16", (14, 2, 64)), ("bfloat16", (32, 32, 64)),
+                                         ("bfloat16", (12, 2, 128)), ("bfloat16", (28, 4, 128)), ("float32", (9, 3, 64))])
+def test_triton_kernels_pass_their_check_for_the_public_shapes(dtype, heads):
+    """Compiled on this GPU, the Triton kernels equal the torch functions for the head counts and sizes of SmolLM2
+    and Qwen2.5 (the shapes benchmarks/shapes.py prices), prefill and step, with and without options."""
+    from agents.llm.local import triton_kernels
+    from agents.llm.local.kernels import check
+
+    assert check(triton_kernels.rope_write, triton_kernels.attend, "cuda", getattr(torch, dtype), *heads, seed=3) == ""
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_lean_engine_with_triton_kernels_in_float32_decides_as_the_cpu(temperature):
+    """The GPU's fused path in float32 (its Triton kernels in IEEE float32) against the CPU's transformers engine."""
+    cpu, gpu = tiny_lm(device="cpu", dtype="float32"), tiny_lm(device="cuda", dtype="float32")
+    assert gpu.engine == "lean" and gpu.fwd.kernels == "triton", gpu.fwd.notes
+    prompts = _prompts(cpu, 30)
+    seeds = [500 + i for i in range(len(prompts))]
+    options = [["stay", "leave", "fine member 3", "x"][: 2 + i % 3] for i in range(len(prompts))]
+    bounds = [(i % 4, 10 + 37 * i) for i in range(len(prompts))]
+    got = {}
+    for name, lm in (("cpu", cpu), ("cuda", gpu)):
+        picks = lm.choose(prompts, options, temperature, seeds)
+        got[name] = ([k for k, _ in picks], [s for _, s in picks], lm.decode_numbers(prompts, bounds, temperature, seeds),
+                     lm.generate(prompts, [6] * len(prompts), temperature, seeds))
+    for k in (0, 2, 3):  # float32 on two kernels: a near-tie may go the other way, rarely
+        agree = sum(a == b for a, b in zip(got["cuda"][k], got["cpu"][k])) / len(prompts)
+        assert agree >= 0.9, (k, agree)
+    for a, b in zip(got["cuda"][1], got["cpu"][1]):
+        assert a == pytest.approx(b, abs=1e-3)
+
+
+def test_cuda_graph_steps_decode_as_the_same_steps_launched_one_by_one():
+    """Text long enough to capture its step as a CUDA graph: the same tokens as eager steps, and a graph was used."""
+    lm = tiny_lm(device="cuda", dtype="bfloat16", seed=2)
+    prompts = _prompts(lm, 24)
+    seeds = list(range(len(prompts)))
+    lengths = [lm.fwd.graph_min_steps + 4] * len(prompts)
+    before = lm.fwd.counters["graphs_captured"]
+    graphed = lm.generate(prompts, lengths, 0.7, seeds)
+    assert lm.fwd.counters["graphs_captured"] > before, lm.fwd.notes
+    lm.fwd.graphs = False
+    try:
+        assert lm.generate(prompts, lengths, 0.7, seeds) == graphed
+    finally:
+        lm.fwd.graphs = True

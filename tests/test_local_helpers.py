@@ -43,3 +43,21 @@ def test_resolve_model_paths(tmp_path):
     assert resolve_model(str(tmp_path))[1] is None
     with pytest.raises(ModelNotFound):
         resolve_model(str(tmp_path / "missing.bin"))
+
+
+def test_lcp_equals_the_token_by_token_count():
+    """The chunked common-prefix length equals a plain token-by-token count, around every chunk boundary."""
+    import random
+
+    from agents.llm.local.layout import lcp
+
+    def plain(a, b):
+        n = min(len(a), len(b))
+        return next((k for k in range(n) if a[k] != b[k]), n)
+
+    rng = random.Random(4)
+    for _ in range(3000):
+        a = [rng.randint(0, 2) for _ in range(rng.randint(0, 100))]
+        cut = rng.randint(0, len(a))
+        b = a[:cut] + [rng.randint(0, 2) for _ in range(rng.randint(0, 70))]
+        assert lcp(a, b) == lcp(b, a) == plain(a, b)

@@ -1,4 +1,5 @@
-"""Shared-prefix attention: every row of a batch attends to one copy of its group's common prefix.
+"""Shared-prefix attention for the transformers engine (agents.llm.local.hf_engine): every row of a batch attends to
+its group's common prefix. (The lean engine has its own kernels: agents.llm.local.kernels.)
 
 Registered with transformers (`register_attention`) under `ATTN_NAME`; `shared_prefix(kv)` makes a
 prefix's keys and values the one every attention call of the block sees (per thread).

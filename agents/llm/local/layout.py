@@ -100,12 +100,15 @@ def _split(order: list[int], ids: Sequence[list[int]], lcps: list[int], start: i
 
 
 def lcp(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix of two token lists."""
+    """Length of the common prefix of two token lists: compared 32 tokens at a time (slices compare in C), then one
+    by one (1,000 prompts sharing ~150 tokens: the layout's lcps took ~10 ms token by token)."""
     n = min(len(a), len(b))
-    for k in range(n):
-        if a[k] != b[k]:
-            return k
-    return n
+    k = 0
+    while k + 32 <= n and a[k:k + 32] == b[k:k + 32]:
+        k += 32
+    while k < n and a[k] == b[k]:
+        k += 1
+    return k
 
 
 def common_prefix(ids: Sequence[list[int]]) -> int:

@@ -1,8 +1,10 @@
 """The local causal LM (`LocalLM`): transformers on torch, every call batched, loaded once per process.
 
 A batch is laid out as a prefix tree of buckets (`agents.llm.local.layout`); each group's common
-prefix is forwarded once and kept as one copy of its keys and values, which every row attends to
-through the shared-prefix attention (`agents.llm.local.attention`).
+prefix is forwarded once and kept as one copy of its keys and values, which every row attends to.
+An engine turns ids into logits: on a CPU, and for architectures the lean forward does not know,
+transformers' own modules with the shared-prefix attention (`agents.llm.local.hf_engine`); on a GPU,
+for Llama-family models, the lean forward with fused kernels and CUDA graphs (`agents.llm.local.lean_engine`).
 
 Decoding runs on the device, for all rows at once, with at most one host synchronisation per
 decoding step (to stop when every row is done):
@@ -28,12 +30,16 @@ from typing import Any, Optional
 
 import torch
 
-from agents.llm.local.attention import ATTN_NAME, register_attention, shared_prefix
+from agents.llm.local.attention import ATTN_NAME, register_attention
 from agents.llm.local.device import default_batch_tokens, pick_device, pick_dtype, pick_threads
+from agents.llm.local.hf_engine import HFEngine
 from agents.llm.local.ids import ModelNotFound, resolve_model
 from agents.llm.local.layout import LayoutRules, layout
+from agents.llm.local.lean import unsupported as lean_unsupported
 from agents.llm.local.numbers import MAX_NUMBER_DIGITS, NumberState
 from agents.llm.local.sampling import STREAM_CHOICE, STREAM_NUMBER, STREAM_TEXT, seeded_pick
+
+ENGINES = ("transformers", "lean")
 
 
 class LocalLM:
@@ -41,8 +47,11 @@ class LocalLM:
 
     def __init__(self, model: Optional[str] = None, device: Optional[str] = None, dtype: Optional[str] = None,
                  max_batch: Optional[int] = None, top_k: int = 50, threads: Optional[int] = None,
-                 batch_tokens: Optional[int] = None, *, hf_model: Any = None, tokenizer: Any = None) -> None:
-        """Load `model` (None: the embedded GGUF), or wrap an already built `hf_model` and `tokenizer`."""
+                 batch_tokens: Optional[int] = None, *, hf_model: Any = None, tokenizer: Any = None,
+                 engine: Optional[str] = None) -> None:
+        """Load `model` (None: the embedded GGUF), or wrap an already built `hf_model` and `tokenizer`.
+
+        `engine`: "transformers" or "lean" (see `engine`); None: lean on CUDA where the model allows it."""
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
@@ -92,7 +101,42 @@ class LocalLM:
         if any(i is None or i < 0 or i >= vocab for i in self.digit_ids):
             raise ModelNotFound("the tokenizer has no single-token digits; numbers cannot be decoded")
         self._digit_index = torch.tensor(self.digit_ids, device=self.device)
-        self._fdtype = torch.float64 if self.dtype == torch.float64 else torch.float32  # logits' dtype for decoding
+        self.fdtype = torch.float64 if self.dtype == torch.float64 else torch.float32  # logits' dtype for decoding
+        self.lean_problem = lean_unsupported(self.model)  # why the lean engine cannot run this model (None: it can)
+        self._engines: dict[str, Any] = {"transformers": HFEngine(self)}
+        self._lean_kernels: Optional[str] = None
+        self.engine = engine or ("lean" if on_gpu and self.lean_problem is None else "transformers")
+
+    @property
+    def engine(self) -> str:
+        """The engine of the next call: "transformers" (the model's own modules; the CPU's, so its answers are the
+        ones stored runs were made with) or "lean" (agents.llm.local.lean: Llama-family models; a GPU's default)."""
+        return self._engine
+
+    @engine.setter
+    def engine(self, name: str) -> None:
+        if name not in ENGINES:
+            raise ValueError(f"unknown engine {name!r}; valid: {', '.join(ENGINES)}")
+        if name == "lean" and self.lean_problem:
+            raise ValueError(f"the lean engine cannot run this model: {self.lean_problem}")
+        self._engine = name
+
+    def use_lean_kernels(self, kernels: Optional[str]) -> Any:
+        """The lean engine with `kernels` ("triton", "torch"; None: Triton where it checks out), built anew (for the
+        benchmarks' comparisons; the weights are shared). Returns it."""
+        from agents.llm.local.lean_engine import LeanEngine
+
+        self._lean_kernels = kernels
+        with torch.inference_mode(False), torch.no_grad():  # the fused weights stay ordinary tensors
+            self._engines["lean"] = LeanEngine(self, kernels)
+        return self._engines["lean"]
+
+    @property
+    def fwd(self) -> Any:
+        """The current engine's object (the lean one is built on first use)."""
+        if self._engine not in self._engines:
+            self.use_lean_kernels(self._lean_kernels)
+        return self._engines[self._engine]
 
     def compile_layers(self) -> int:
         """Compile every normalisation and MLP block with `torch.compile` (dynamic shapes), fusing the
@@ -150,51 +194,19 @@ class LocalLM:
         """
         self.counters["prefix_forwards"] += 1
         self.counters["prefix_tokens"] += len(tokens) - start
-        x = torch.tensor([tokens[start:]], device=self.device)
-        positions = torch.arange(start, len(tokens), device=self.device)[None]
-        if parent is None:
-            with shared_prefix(None):
-                out = self.model(input_ids=x, position_ids=positions, use_cache=True, logits_to_keep=1)
-            return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
-        n = len(tokens) - start
-        causal = torch.ones((n, n), dtype=torch.bool, device=self.device).tril()
-        with shared_prefix(parent):
-            out = self.model(input_ids=x, attention_mask=causal[None, None], position_ids=positions,
-                             use_cache=True, logits_to_keep=1)
-        return [(torch.cat([pk, layer.keys], dim=2), torch.cat([pv, layer.values], dim=2))
-                for (pk, pv), layer in zip(parent, out.past_key_values.layers)]
+        return self.fwd.prefix_kv(tokens, parent, start)
 
-    def _prefill(self, rows: Sequence[list[int]], shared: int, prefix_kv):
-        """Forward the rows' own tokens (after `shared` prefix tokens) left-padded; last logits and state."""
-        own = [r[shared:] for r in rows]
-        width = max(len(r) for r in own)
-        n = len(rows)
+    def _prefill(self, rows: Sequence[list[int]], shared: int, prefix_kv, room: int = 0):
+        """Forward the rows' own tokens (after `shared` prefix tokens) left-padded; (last logits, decoding state).
+        `room`: the tokens each row may still take (decoding steps, a Choice's option tokens)."""
         self.counters["buckets"] += 1
-        self.counters["suffix_tokens"] += n * width
-        flat = torch.tensor([[self.pad_id] * (width - len(r)) + r for r in own])  # left-padded, one tensor
-        lengths = torch.tensor([len(r) for r in own])
-        if self.pin_memory and self.device.startswith("cuda"):
-            flat, lengths = flat.pin_memory(), lengths.pin_memory()
-        input_ids = flat.to(self.device, non_blocking=True)
-        lengths = lengths.to(self.device, non_blocking=True)
-        cols = torch.arange(width, device=self.device)
-        real = cols[None, :] >= (width - lengths)[:, None]  # [n, width]
-        positions = shared + (real.long().cumsum(-1) - 1).clamp(min=0)
-        causal = cols[None, :] <= cols[:, None]
-        mask4 = (causal[None] & real[:, None, :]) | torch.eye(width, dtype=torch.bool, device=self.device)[None]
-        with shared_prefix(prefix_kv if shared else None):
-            out = self.model(input_ids=input_ids, attention_mask=mask4[:, None], position_ids=positions,
-                             use_cache=True, logits_to_keep=1)
-        return out.logits[:, -1, :].to(self._fdtype), out.past_key_values, real, positions[:, -1] + 1
+        self.counters["suffix_tokens"] += len(rows) * max(len(r) - shared for r in rows)
+        return self.fwd.prefill(list(rows), shared, prefix_kv, room)
 
-    def _step(self, tokens: torch.Tensor, cache, mask: torch.Tensor, positions: torch.Tensor, prefix_kv):
-        """Feed one token per row; returns new logits and the grown key mask."""
+    def _step(self, tokens: torch.Tensor, state, prefix_kv) -> torch.Tensor:
+        """Feed one token per row; returns the new logits (the state advances)."""
         self.counters["decode_steps"] += 1
-        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=torch.bool, device=self.device)], dim=1)
-        with shared_prefix(prefix_kv):
-            out = self.model(input_ids=tokens.view(-1, 1), attention_mask=mask[:, None, None, :],
-                             position_ids=positions.view(-1, 1), past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return out.logits[:, -1, :].to(self._fdtype), mask
+        return self.fwd.step(tokens, state, prefix_kv)
 
     def plan_rules(self, steps: int) -> LayoutRules:
         """The layout rules for a call whose buckets each run `steps` forwards after their prefill.
@@ -209,8 +221,9 @@ class LocalLM:
             return self.rules
         return replace(self.rules, split_cost=self.split_cost * (1 + steps))
 
-    def _batches(self, ids: Sequence[list[int]], steps: int = 0):
-        """(bucket indices, prefill state, prefix kv) for every bucket of the plan, each prefix computed once.
+    def _batches(self, ids: Sequence[list[int]], steps: int = 0, room=None):
+        """(bucket indices, (last logits, decoding state), prefix kv) for every bucket of the plan, each prefix
+        computed once; `room(bucket)`: the tokens the bucket's rows may still take after their prompt.
 
         The groups come in tree order, so the prefixes computed so far that are still prefixes of the
         current group's rows are kept (shortest first, each with its KV); a group reuses the one of its
@@ -232,7 +245,7 @@ class LocalLM:
                 kv = self._prefix_kv(row[:length], parent[1] if parent else None, len(parent[0]) if parent else 0)
                 kept.insert(len(below), (row[:length], kv))
             for bucket in buckets:
-                yield bucket, self._prefill([ids[i] for i in bucket], shared, kv), kv
+                yield bucket, self._prefill([ids[i] for i in bucket], shared, kv, room(bucket) if room else 0), kv
 
     # ----- choices ------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -248,9 +261,10 @@ class LocalLM:
         ids = self.encode(prompts)
         option_ids = self.option_ids(options)
         out: list[tuple[int, list[float]]] = [(0, [])] * len(ids)
-        for bucket, (last, cache, mask, next_pos), kv in self._batches(ids, steps=1):
+        width = [sum(len(o) for o in row) for row in option_ids]
+        for bucket, (last, state), kv in self._batches(ids, steps=1, room=lambda b: max(width[i] for i in b)):
             toks = [option_ids[i] for i in bucket]
-            scores, lp = self._option_scores(toks, last, cache, mask, next_pos, kv)
+            scores, lp = self._option_scores(toks, last, state, kv)
             seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
             k_ids = torch.arange(scores.shape[1], device=self.device).expand_as(scores)
             picks = seeded_pick(scores, temperature, seed_t, STREAM_CHOICE, 0, k_ids)
@@ -268,7 +282,7 @@ class LocalLM:
         """Mean token log-likelihood of every option after its prompt."""
         return [s for _, s in self.choose(prompts, options, 0.0, [0] * len(prompts))]
 
-    def _option_scores(self, toks, last, cache, mask, next_pos, kv) -> torch.Tensor:
+    def _option_scores(self, toks, last, state, kv) -> tuple[torch.Tensor, torch.Tensor]:
         n, kmax = len(toks), max(len(row) for row in toks)
         width = max(sum(len(t) for t in row) for row in toks)
         # built as Python lists, one tensor each (per-row tensor writes cost ~80 ms at 1,000 rows x 4 options)
@@ -287,15 +301,7 @@ class LocalLM:
         opt_ids, seg, off = opt_ids.to(self.device), seg.to(self.device), off.to(self.device)
         lp = last.gather(1, opt_ids) - torch.logsumexp(last, dim=-1, keepdim=True)  # each token as if first
         if multi:
-            valid = seg < kmax
-            own = (seg[:, :, None] == seg[:, None, :]) & (off[:, None, :] <= off[:, :, None]) & valid[:, None, :]
-            own |= torch.eye(width, dtype=torch.bool, device=self.device)[None]  # padding sees itself
-            prompt = mask[:, None, :].expand(n, width, mask.shape[1])
-            full = torch.cat([prompt, own], dim=-1)[:, None]
-            with shared_prefix(kv):
-                hidden = self.model.model(input_ids=opt_ids, attention_mask=full, position_ids=next_pos[:, None] + off,
-                                          past_key_values=cache, use_cache=True).last_hidden_state
-            logits = self.model.get_output_embeddings()(hidden[:, :-1]).to(self._fdtype)  # position j predicts token j + 1
+            logits = self.fwd.option_logits(opt_ids, seg, off, kmax, state, kv)  # position j predicts token j + 1
             later = logits.gather(-1, opt_ids[:, 1:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
             lp = torch.cat([lp[:, :1], torch.where(off[:, 1:] > 0, later, lp[:, 1:])], dim=1)
         sums = torch.zeros((n, kmax + 1), dtype=lp.dtype, device=self.device).scatter_add_(1, seg, lp)[:, :kmax]
@@ -314,8 +320,9 @@ class LocalLM:
         ids = self.encode(prompts)
         cap = 10**MAX_NUMBER_DIGITS - 1
         results: list[tuple[int, int]] = [(0, 0)] * len(ids)
-        steps = len(str(min(max((int(b[1]) for b in bounds), default=0), cap)))  # digits of the widest bound
-        for bucket, (logits, cache, mask, pos), kv in self._batches(ids, steps=steps):
+        digits = [len(str(min(max(0, int(b[1])), cap))) for b in bounds]
+        steps = max(digits, default=1)  # digits of the widest bound
+        for bucket, (logits, dstate), kv in self._batches(ids, steps=steps, room=lambda b: max(digits[i] for i in b) + 1):
             lo = torch.tensor([min(max(0, int(bounds[i][0])), cap) for i in bucket], device=self.device)
             hi = torch.tensor([min(max(0, int(bounds[i][1])), cap) for i in bucket], device=self.device)
             seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
@@ -333,10 +340,9 @@ class LocalLM:
                     tok = torch.where(pick < 10, self._digit_index[pick.clamp(max=9)], self._eos[0])
                     trail.append((~state.done, tok, (logits.gather(1, tok[:, None]) - lse).squeeze(1)))
                 feed = state.advance(pick, self._digit_index, self.pad_id)
-                if bool(state.done.all()):  # the step's one host synchronisation
+                if step == state.max_digits or bool(state.done.all()):  # the step's one host synchronisation
                     break
-                logits, mask = self._step(feed, cache, mask, pos, kv)
-                pos = pos + 1
+                logits = self._step(feed, dstate, kv)
             values, counts = state.value.tolist(), (state.digits + state.stopped.long()).tolist()
             for b, i in enumerate(bucket):
                 results[i] = (values[b], counts[b])
@@ -355,7 +361,9 @@ class LocalLM:
         log-probability under the model (at temperature 1, before top-k)."""
         ids = self.encode(prompts)
         results: list[tuple[str, int]] = [("", 0)] * len(ids)
-        for bucket, (logits, cache, mask, pos), kv in self._batches(ids, steps=max((int(m) for m in max_tokens), default=0)):
+        longest = max((int(m) for m in max_tokens), default=0)
+        room = lambda b: max(int(max_tokens[i]) for i in b)  # noqa: E731
+        for bucket, (logits, state), kv in self._batches(ids, steps=longest, room=room):
             n, steps = len(bucket), max(int(max_tokens[i]) for i in bucket)
             limit = torch.tensor([int(max_tokens[i]) for i in bucket], device=self.device)
             seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
@@ -377,10 +385,9 @@ class LocalLM:
                 out[:, step] = torch.where(emit, tok, self.pad_id)
                 length += emit.long()
                 done = done | eos | (length >= limit)
-                if bool(done.all()):  # the step's one host synchronisation
+                if step == steps - 1 or bool(done.all()):  # the step's one host synchronisation
                     break
-                logits, mask = self._step(torch.where(emit, tok, self.pad_id), cache, mask, pos, kv)
-                pos = pos + 1
+                logits = self._step(torch.where(emit, tok, self.pad_id), state, kv)
             rows, lens = out.tolist(), length.tolist()
             texts = self.tokenizer.batch_decode([r[:k] for r, k in zip(rows, lens)], skip_special_tokens=True)
             for b, i in enumerate(bucket):

@@ -1,0 +1,187 @@
+"""The lean engine: the GPU's engine for Llama-family models (agents.llm.local.lean), with the same four
+methods as the transformers engine (agents.llm.local.hf_engine) and the same answers up to rounding.
+
+A bucket's KV cache is allocated at its prefill with room for every token it may still take (its decoding steps,
+or its Choice's options), left-padded rows marked by their first real column; a decoding step writes one column.
+On CUDA a bucket that may decode `graph_min_steps` steps or more captures its step as a CUDA graph at the second
+step and replays it after (one launch instead of ~300); a capture that fails turns graphs off for the engine, and
+`notes` says why.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from agents.llm.local.lean import LeanDecoder
+
+
+class StepRunner:
+    """A bucket's one-token decoding step over static input buffers: run eagerly, or captured once as a CUDA graph
+    (after one eager call has compiled the kernels and loaded the libraries) and replayed."""
+
+    def __init__(self, engine: "LeanEngine", cache, start: torch.Tensor, prefix, graph: bool) -> None:
+        n, dev = start.shape[0], start.device
+        self.engine, self.cache, self.start, self.prefix = engine, cache, start, prefix
+        self.tok = torch.zeros((n, 1), dtype=torch.long, device=dev)
+        self.pos = torch.zeros((n, 1), dtype=torch.long, device=dev)
+        self.col = torch.zeros(1, dtype=torch.int32, device=dev)
+        self.graph_wanted, self.graph, self.out, self.calls = graph, None, None, 0
+
+    def _body(self) -> torch.Tensor:
+        dec = self.engine.dec
+        hidden = dec.forward(self.tok, self.pos, self.cache, self.col, self.start, None, self.prefix)
+        return dec.logits(hidden[:, -1], self.engine.lm.fdtype)
+
+    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, col: int) -> torch.Tensor:
+        """Logits [B, V] after feeding `tokens` [B] at `positions` [B] into cache column `col` (a graph's output
+        buffer: read it before the next call)."""
+        self.tok.copy_(tokens.view(-1, 1))
+        self.pos.copy_(positions.view(-1, 1))
+        self.col.fill_(col)
+        self.calls += 1
+        if self.graph is not None:
+            self.graph.replay()
+            return self.out
+        if self.graph_wanted and self.calls >= 2 and self.engine.graphs:
+            try:
+                self.graph, self.out = self._capture()
+                self.graph.replay()
+                self.engine.counters["graphs_captured"] += 1
+                return self.out
+            except Exception as exc:  # noqa: BLE001 - a capture the driver or a kernel refuses: eager from here on
+                text = str(exc).strip()
+                self.engine.disable_graphs(f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}")
+                self.graph_wanted, self.graph = False, None
+                torch.cuda.synchronize()
+        return self._body()
+
+    def _capture(self) -> tuple[Any, torch.Tensor]:
+        """The step captured on the engine's side stream, after one run there (idempotent: it rewrites the same
+        column) so that library workspaces exist before capture. Unlike `torch.cuda.graph` this neither
+        synchronises nor empties the allocator's cache: the next buckets reuse its blocks."""
+        stream = self.engine.capture_stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            self._body()
+            graph.capture_begin()
+            try:
+                out = self._body()
+            finally:
+                graph.capture_end()
+        torch.cuda.current_stream().wait_stream(stream)
+        return graph, out
+
+
+@dataclass
+class LeanState:
+    """A bucket's decoding state: its KV cache, each row's first real column, the next free column, each row's
+    next position, and its step runner."""
+
+    cache: list
+    start: torch.Tensor
+    col: int
+    next_pos: torch.Tensor
+    runner: Optional[StepRunner] = None
+    extra: dict = field(default_factory=dict)
+
+
+class LeanEngine:
+    """Forwards through a `LeanDecoder` over the weights of `lm` (a LocalLM) on its device."""
+
+    name = "lean"
+
+    def __init__(self, lm: Any, kernels: Optional[str] = None) -> None:
+        self.lm = lm
+        self.dec = LeanDecoder(lm.model, lm.device, lm.dtype, kernels)
+        self.graphs = lm.device.startswith("cuda")
+        self.graph_min_steps = 8
+        self.counters = {"graphs_captured": 0}
+        self._stream: Any = None
+        self._notes: list[str] = []
+
+    @property
+    def kernels(self) -> str:
+        """"triton" or "torch": the kernels this engine's forward runs (see `notes` for why not Triton)."""
+        return self.dec.kernels.name
+
+    @property
+    def notes(self) -> list[str]:
+        """What this engine does not do that it would on a GPU, and why (kernels, graphs)."""
+        return ([self.dec.kernels.note] if self.dec.kernels.note else []) + self._notes
+
+    def capture_stream(self) -> Any:
+        """The side stream decoding steps are captured on (one per engine)."""
+        if self._stream is None:
+            self._stream = torch.cuda.Stream()
+        return self._stream
+
+    def disable_graphs(self, why: str) -> None:
+        """Decode eagerly from now on (a capture failed): said once on stderr and kept in `notes`."""
+        if self.graphs:
+            self.graphs = False
+            self._notes.append(f"CUDA graphs off: {why}")
+            print(f"societas: CUDA graphs off ({why}); decoding steps run eagerly", file=sys.stderr)
+
+    def _ids(self, rows: list[list[int]]) -> torch.Tensor:
+        return torch.tensor(rows).to(self.lm.device, non_blocking=True)
+
+    def prefix_kv(self, tokens: list[int], parent=None, start: int = 0):
+        """The KV of a shared prefix, one copy ([1, Hk, P, D] per layer); with `parent` (the KV of tokens[:start])
+        only tokens[start:] are forwarded, attending to it."""
+        dev, n = self.lm.device, len(tokens) - start
+        self.dec.ensure_positions(len(tokens))
+        cache = self.dec.new_cache(1, n)
+        zero = torch.zeros(1, dtype=torch.int32, device=dev)
+        positions = torch.arange(start, len(tokens), device=dev)[None]
+        self.dec.forward(self._ids([tokens[start:]]), positions, cache, zero, zero, None, parent)
+        if parent is None:
+            return cache
+        return [(torch.cat([pk, k], dim=2), torch.cat([pv, v], dim=2)) for (pk, pv), (k, v) in zip(parent, cache)]
+
+    def prefill(self, rows: list[list[int]], shared: int, prefix_kv, room: int) -> tuple[torch.Tensor, LeanState]:
+        """Forward the rows' own tokens (after `shared` prefix tokens) left-padded into a cache with `room` more
+        columns: the last logits and the state."""
+        lm, dev = self.lm, self.lm.device
+        own = [r[shared:] for r in rows]
+        width = max(len(r) for r in own)
+        ids = self._ids([[lm.pad_id] * (width - len(r)) + r for r in own])
+        start = self._ids([width - len(r) for r in own]).to(torch.int32)
+        real = torch.arange(width, device=dev)[None, :] >= start[:, None]
+        positions = shared + (real.long().cumsum(-1) - 1).clamp(min=0)  # padding at the first position, as transformers
+        self.dec.ensure_positions(shared + width + room + 1)
+        cache = self.dec.new_cache(len(rows), width + max(room, 0))
+        prefix = prefix_kv if shared else None
+        hidden = self.dec.forward(ids, positions, cache, torch.zeros(1, dtype=torch.int32, device=dev), start, None, prefix)
+        state = LeanState(cache, start, width, positions[:, -1] + 1)
+        state.runner = StepRunner(self, cache, start, prefix, graph=self.graphs and room >= self.graph_min_steps)
+        return self.dec.logits(hidden[:, -1], lm.fdtype), state
+
+    def step(self, tokens: torch.Tensor, state: LeanState, prefix_kv) -> torch.Tensor:
+        """Feed one token per row at its next position into the next column; the new logits (the state advances)."""
+        if state.col >= state.cache[0][0].shape[2]:
+            raise RuntimeError(f"the bucket's KV cache is full ({state.col} columns): its prefill gave too little room")
+        logits = state.runner(tokens, state.next_pos, state.col)
+        state.col += 1
+        state.next_pos = state.next_pos + 1
+        return logits
+
+    def option_logits(self, opt_ids: torch.Tensor, seg: torch.Tensor, off: torch.Tensor, kmax: int, state: LeanState,
+                      prefix_kv) -> torch.Tensor:
+        """Logits [B, W - 1, V] after each option token but the row's last (see HFEngine.option_logits): the options
+        go after the prompt in the cache, segment k + 1 for option k (the padding's segment kmax + 1), so the
+        attention's segment rule gives each option the prompt and its own earlier tokens."""
+        n, width = opt_ids.shape
+        columns = state.cache[0][0].shape[2]
+        if state.col + width > columns:
+            raise RuntimeError(f"the bucket's KV cache has {columns - state.col} free columns, the options need {width}")
+        segments = torch.zeros((n, columns), dtype=torch.int32, device=opt_ids.device)
+        segments[:, state.col:state.col + width] = seg.to(torch.int32) + 1
+        col0 = torch.full((1,), state.col, dtype=torch.int32, device=opt_ids.device)
+        hidden = self.dec.forward(opt_ids, state.next_pos[:, None] + off, state.cache, col0, state.start, segments,
+                                  prefix_kv)
+        return self.dec.logits(hidden[:, :-1], self.lm.fdtype)
