@@ -261,7 +261,8 @@ def check_probes(scenario: Union[str, type[SocietyModel]], *, seeds: int = 10, s
                 raise ConformanceError(
                     f"{cls.name}: probe {r.name}: its {role} control ({c['does']}) read "
                     f"{'responds' if c['responds'] else 'does not respond'} (effect {c['effect']} [{c['lo']}, {c['hi']}], "
-                    f"means {c['means']}): {'the bounds force a response' if must is False else 'the probe cannot see a response'}")
+                    f"means {c['means']}): "
+                    f"{'the bounds force a response' if must is False else 'the probe cannot see a response'}")
     return report.results
 
 

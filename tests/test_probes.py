@@ -404,18 +404,21 @@ def test_a_synthesised_program_is_probed_on_matched_views_each_in_a_fresh_sandbo
     a refused program leaves its seed out as fallbacks."""
     from agents.sandbox.backend import CodeBackend
 
-    code = ("```python\\ndef policy(obs):\\n    if obs.apple_alive.mean() < 0.3 and len(beam_targets(obs)) > 0:\\n"
-            "        return BEAM\\n    return STAND\\n```")
+    code = ("```python\n"
+            "def policy(obs):\n"
+            "    if obs.apple_alive.mean() < 0.3 and len(beam_targets(obs)) > 0:\n"
+            "        return BEAM\n"
+            "    return STAND\n"
+            "```")
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
-    cls = get_scenario("gathering")
-    writer = RuleLLM("writer", lambda r: code.encode().decode("unicode_escape"))
+    writer = RuleLLM("writer", lambda r: code)
     backends = {**_backends("gathering", store, writer), "synthesis": CodeBackend()}
     r = run_probes(build_spec("gathering", policy="synthesis"), store, seeds=10, backends=backends).results[0]
     assert writer.batches == [10] and r.means == [1.0, 0.0, 0.0] and r.responds and r.valid and r.fallbacks == 0
     mute = RuleLLM("mute", lambda r: "I would rather not write code.")
     backends = {**_backends("gathering", store, mute), "synthesis": CodeBackend()}
     r = run_probes(build_spec("gathering", policy="synthesis"), store, seeds=10, backends=backends).results[0]
-    assert r.fallbacks == 30 and r.seeds == 0 and not r.responds and cls.name == "gathering"
+    assert r.fallbacks == 30 and r.seeds == 0 and not r.responds and r.verdict().startswith("no usable answer")
 
 
 @pytest.mark.slow
@@ -440,3 +443,19 @@ def test_a_program_the_embedded_model_writes_is_probed(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     p = json.loads(proc.stdout)["probes"][0]
     assert p["valid"] and len(p["wordings"]) == 2 and (p["seeds"] == 10 or p["fallbacks"] > 0)
+
+
+def test_a_probe_whose_bound_moves_with_its_variable_is_refused():
+    """The old fishery probe asked the catch from 0 to the stock: a runner given such a probe stops, naming the spaces."""
+    from sim.runner.probing import probe_once
+
+    def capped(model, level):  # the scenario's own request: its catch space is 0 to the stock
+        model.stock = model.stock_start = float(level)
+        return model.observe(min(model.agents, key=lambda a: a.unique_id), "harvest")
+
+    cls = get_scenario("commons")
+    broken = dataclasses.replace(CATCH_BY_STOCK, situate=capped)
+    spec = build_spec("commons", policy="scripted")
+    config = cls.Config.model_validate({**spec.config, **CATCH_BY_STOCK.config})
+    with pytest.raises(RuntimeError, match="different action spaces"):
+        probe_once(cls, broken, config, spec, 10, DecisionBroker({"scripted": ScriptedBackend(cls.strategies)}))

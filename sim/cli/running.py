@@ -162,7 +162,8 @@ def probe(
     config: Optional[Path] = ConfigOption,
     set_: list[str] = SetOption,
     seed: Optional[int] = typer.Option(None, "--seed", help="the first seed (default 0)"),
-    policy: Optional[str] = typer.Option("llm", "--policy", help="who decides: llm (default), scripted, or synthesis (gathering, cleanup)"),
+    policy: Optional[str] = typer.Option("llm", "--policy",
+                                         help="who decides: llm (default), scripted, or synthesis (gathering, cleanup)"),
     model: Optional[str] = ModelOption,
     llm: Optional[str] = LlmOption,
     llm_arg: list[str] = LlmArgOption,
@@ -209,7 +210,8 @@ def probe(
         if r.fallbacks:
             notes.append(f"{r.fallbacks} answers could not be used (the default was used; their seeds are left out)")
         if not r.valid:
-            failed = [f"{role} ({c['does']}) read {'yes' if c['responds'] else 'no'}" for role, c in r.controls.items() if not c["ok"]]
+            failed = [f"{role} ({c['does']}) read {'yes' if c['responds'] else 'no'}"
+                      for role, c in r.controls.items() if not c["ok"]]
             notes.append("the instrument failed its controls: " + "; ".join(failed) + ", so this verdict says nothing")
         if paraphrases and r.flips:
             notes.append("the verdict flips under rewording: the finding depends on the prompt's wording")

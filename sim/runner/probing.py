@@ -74,8 +74,8 @@ class Reading:
     responses: list[list[Optional[float]]] = field(default_factory=list, repr=False)  # per level, per seed (None: fallback)
 
     def verdict(self) -> str:
-        """"yes", "no" or "no (never changed)"."""
-        return "yes" if self.responds else ("no (never changed)" if not self.varied else "no")
+        """"yes", "no", "no (never changed)" or "no usable answer" (every seed had a fallback)."""
+        return _verdict(self.responds, self.varied, self.seeds)
 
     def figures(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "responses"}
@@ -114,7 +114,7 @@ class ProbeResult:
 
     def verdict(self) -> str:
         """The table's "responds?" cell: yes / no / no (never changed), said to be void when a control failed."""
-        base = "yes" if self.responds else ("no (never changed)" if not self.varied else "no")
+        base = _verdict(self.responds, self.varied, self.seeds)
         if not self.valid:
             return f"void: a control failed ({base})"
         if self.flips:
@@ -147,6 +147,12 @@ class ProbeReport:
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "scenario": self.scenario, "policy": self.policy, "duration_s": self.duration_s,
                 "paraphrases": self.paraphrases, "probes": [r.to_json() for r in self.results]}
+
+
+def _verdict(responds: bool, varied: bool, seeds: int) -> str:
+    if seeds == 0:
+        return "no usable answer (every seed had a fallback)"
+    return "yes" if responds else ("no (never changed)" if not varied else "no")
 
 
 def choose_probes(cls: type, names: Sequence[str]) -> list[Probe]:
@@ -245,7 +251,8 @@ class _Asked:
 
 
 def _prelude(cls: type, probe: Probe, config: Any, spec: RunSpec, seeds: int, broker: DecisionBroker,
-             wording: Wording, prompt: Optional[LLMBackend]) -> tuple[dict[int, Decision], list[tuple[int, DecisionRequest, Decision]], bool]:
+             wording: Wording, prompt: Optional[LLMBackend]
+             ) -> tuple[dict[int, Decision], list[tuple[int, DecisionRequest, Decision]], bool]:
     """The probed policy's decision before the matched requests (e.g. the program it writes), per seed, in one batch:
     {seed index: decision}, (seed index, request, decision) for the store, and whether a question was reworded."""
     if probe.prelude is None:
@@ -271,7 +278,8 @@ def _prelude(cls: type, probe: Probe, config: Any, spec: RunSpec, seeds: int, br
 
 def _requests(cls: type, probe: Probe, config: Any, spec: RunSpec, seeds: int, broker: DecisionBroker,
               before: Mapping[int, Decision]) -> list[_Asked]:
-    """Every level x seed request of `probe`, seed by seed; each seed's requests must share their action space."""
+    """Every level x seed request of `probe`, seed by seed; each seed's requests must share their agent, phase, decision
+    seed and action space (else the probe is broken: RuntimeError)."""
     asked = []
     for s in range(seeds):
         mine = []
@@ -283,6 +291,9 @@ def _requests(cls: type, probe: Probe, config: Any, spec: RunSpec, seeds: int, b
         if len(spaces) > 1:  # the probe's own defect, not the user's input
             raise RuntimeError(f"probe {probe.name} asks in different action spaces at its levels ({', '.join(sorted(spaces))}): "
                                "a bound that moves with the variable could make the response; give every level one space")
+        if len({(a.request.agent_id, a.request.seed, a.request.phase) for a in mine}) > 1:
+            raise RuntimeError(f"probe {probe.name} asks different agents, phases or decision seeds at its levels (seed "
+                               f"{spec.seed + s}): its requests must differ in the probed variable alone")
         asked.extend(mine)
     return asked
 
