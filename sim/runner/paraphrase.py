@@ -70,7 +70,7 @@ def reword_question(request: DecisionRequest, questions: Mapping[str, Sequence[s
     bank = questions.get(request.phase, ())
     if k == 0 or len(bank) <= k:
         return request, False
-    if Template(bank[0]).substitute(facts) != request.question:
+    if Template(bank[0]).safe_substitute(facts) != request.question:  # (a fact it lacks leaves a $name: no match)
         return request, False
     return replace(request, question=Template(bank[k]).substitute(facts)), True
 
