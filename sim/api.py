@@ -192,6 +192,7 @@ def probe(
     db: Union[str, Store, None] = None,
     probes: Sequence[str] = (),
     seeds: int = DEFAULT_SEEDS,
+    paraphrases: int = 0,
     seed: Optional[int] = None,
     policy: str = "llm",
     llm: Optional[Mapping[str, Any]] = None,
@@ -199,12 +200,13 @@ def probe(
 ) -> ProbeReport:
     """Run the scenario's validity probes (`societas probe`): does a decision respond to the variable the paper's
     finding depends on? Stored in `db` as a run of origin `probe`; returns the report (`.results`: per probe the
-    mean response at each level, the paired effect with its 95% interval, `responds`). See docs/probes.md."""
+    mean response at each level, the paired effect with its 95% interval, `responds`, its controls' readings and
+    `valid`; with `paraphrases=K`, the effect under K rewordings of the prompt and `flips`). See docs/probes.md."""
     the_spec = spec(scenario, seed=seed, policy=policy, llm=llm, **fields)
     preflight(the_spec)
     store = _open(db, create=True)
     try:
-        return run_probes(the_spec, store, names=probes, seeds=seeds)
+        return run_probes(the_spec, store, names=probes, seeds=seeds, paraphrases=paraphrases)
     finally:
         if not isinstance(db, Store):
             store.close()

@@ -23,6 +23,12 @@ and raises `ConformanceError`, naming the rule and what broke it, at the first f
 7. **replayable**: the LLM run replays from its cache alone, tick for tick.
 
 The project's own scenarios pass it (tests/test_conformance.py).
+
+`check_probes` checks a scenario's validity probes (sim.tick.probe), as instruments: for every probe and
+several seeds, the requests of one seed share their agent, decision seed and action space (a bound that
+moved with the variable could make the response), the negative control (a policy blind to the variable)
+reads "does not respond" and the positive control reads "responds". tests/test_probes.py runs it on every
+scenario that has probes.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from sim.core.fields import describe_fields
 from sim.core.spaces import Choice, Form, Number, Text
 from sim.core.spec import RunSpec
 from sim.runner.config import build_spec
+from sim.runner.probing import run_probes
 from sim.runner.replay import replay_run
 from sim.runner.resume import resume_run
 from sim.runner.execution import RunResult, execute, horizon
@@ -233,4 +240,30 @@ def _in_spaces(store: Store, result: RunResult, rule: Any) -> None:
                                                          "stored: an answer outside its space reached the world")
 
 
-__all__ = ["check_scenario", "ConformanceError", "ConformanceReport", "FakeLLM", "fake_llm_backends"]
+def check_probes(scenario: Union[str, type[SocietyModel]], *, seeds: int = 10, sets: Sequence[str] = (),
+                 policy: str = "scripted", store: Optional[Store] = None) -> list[Any]:
+    """Run every validity probe of `scenario` under `policy` and check it as an instrument (see the module's
+    docstring); returns the probes' results, raises ConformanceError naming the probe and what failed."""
+    cls = get_scenario(scenario)
+    if store is None:
+        with tempfile.TemporaryDirectory(prefix="societas-probes-") as tmp:
+            own = Store(f"sqlite:///{Path(tmp) / 'runs.db'}")
+            try:
+                return check_probes(cls, seeds=seeds, sets=sets, policy=policy, store=own)
+            finally:
+                own.close()
+    backends = fake_llm_backends(cls, store) if policy == "llm" else None
+    report = run_probes(build_spec(cls, sets=list(sets), policy=policy), store, seeds=seeds, backends=backends)
+    for r in report.results:
+        for role, must in (("blind", False), ("follows", True)):
+            c = r.controls[role]
+            if c["responds"] != must:
+                raise ConformanceError(
+                    f"{cls.name}: probe {r.name}: its {role} control ({c['does']}) read "
+                    f"{'responds' if c['responds'] else 'does not respond'} (effect {c['effect']} [{c['lo']}, {c['hi']}], "
+                    f"means {c['means']}): "
+                    f"{'the bounds force a response' if must is False else 'the probe cannot see a response'}")
+    return report.results
+
+
+__all__ = ["check_scenario", "check_probes", "ConformanceError", "ConformanceReport", "FakeLLM", "fake_llm_backends"]

@@ -25,8 +25,8 @@ def _user(name: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(n for n, cls in REGISTRY.items() if cls.probes))
 def test_every_scenario_s_prompt_is_rendered_on_the_page(name):
-    """Every scenario with a validity probe (the representative LLM decision); the grid games have none yet: their
-    protocol (the synthesis prompt) is described on the page and in docs/scenarios/gathering.md."""
+    """Every scenario with a validity probe (the representative LLM decision); the grid games' is their `--policy llm`
+    step, and their synthesis protocol is described on the page and in docs/scenarios/gathering.md."""
     assert f"<!-- gen: prompt {name} -->" in PAGE
     text = _gen.render(f"<!-- gen: prompt {name} -->", "protocols.md")
     assert "**user**" in text and _user(name) in text

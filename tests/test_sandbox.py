@@ -90,6 +90,16 @@ def test_a_good_program_answers_each_agent(isolation):
     assert why is None and result.actions == [1, 2] and not result.errors  # south facing north; north facing east
 
 
+def test_ordinary_numpy_calls_are_not_violations(isolation):
+    """Array methods whose first call imports a numpy module lazily (mean, std, median, printing) run at every level."""
+    code = ("def policy(obs):\n"
+            "    a = obs.apple_alive\n"
+            "    s = str(a.mean()) + repr(a.std()) + str(np.median(obs.apple_pos)) + format(a.var(), '.2f')\n"
+            "    return STAND if len(s) > 0 and np.percentile(obs.apple_pos, 50) >= 0 else BEAM\n")
+    result, kind, why = _step(code, isolation)
+    assert why is None and not result.errors and len(result.actions) == 2, (why, result.errors if result else None)
+
+
 def test_a_loop_is_stopped_at_the_step_limit(isolation):
     """An endless loop is killed at the step's wall-clock limit."""
     result, kind, why = _step("def policy(obs):\n    while True:\n        pass\n", isolation, step_s=0.5)

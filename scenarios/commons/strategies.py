@@ -57,10 +57,10 @@ def _strategy(name: str):
             return f"I plan to catch {amount} tons. I propose each of us catches at most {amount} tons."
         if request.phase == "reflect":  # (a scripted fisher is never asked; a stand-in for an LLM one may be)
             return "Catching the sustainable share keeps the lake and our income for the months to come."
-        if request.phase == "propose":
+        if request.phase == "propose":  # (capped at the space's bound, which a run sets at the stock)
             if obs.get("copied"):
-                return min(float(obs["belief"]), math.floor(obs["stock"]))
-            return float(min(int(intent(obs, rng)), math.floor(obs["stock"])))
+                return min(float(obs["belief"]), request.space.hi)
+            return float(min(int(intent(obs, rng)), request.space.hi))
         if request.phase == "vote":
             options = obs["options"]
             if name == "random":
@@ -68,8 +68,8 @@ def _strategy(name: str):
             own = obs.get("own_proposal")
             own = float(intent(obs, rng)) if own is None else own
             return min(options, key=lambda k: (abs(options[k] - own), options[k]))
-        if request.phase == "harvest":
-            return min(float(intent(obs, rng)), math.floor(obs["stock"]))
+        if request.phase == "harvest":  # the intent, capped at the space's bound (in a run: the stock, floored)
+            return min(float(intent(obs, rng)), request.space.hi)
         if request.phase == "sanction":
             options = list(request.space.options)
             if name == "random":

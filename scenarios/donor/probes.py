@@ -1,4 +1,10 @@
-"""The donor game's validity probe: does a donation respond to the recipient's reputation (indirect reciprocity)?"""
+"""The donor game's validity probe: does a donation respond to the recipient's reputation (indirect reciprocity)?
+
+The gift is asked in the same space at every level (0 to 100% of the donor's resources, which the
+recipient's past gift does not change), so a donor blind to the reputation gives the same share at every
+level. Negative control: a donor that gives 10% whatever the recipient did; positive control: one that
+gives the share the recipient gave.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,9 @@ from typing import Any, Optional
 
 from sim.core.contracts import DecisionRequest
 from sim.core.errors import UsageError
-from sim.tick.probe import Probe, enter_first_tick
+from scenarios.donor import templates as tpl
+from scenarios.donor.strategies import percent
+from sim.tick.probe import Control, Probe, enter_first_tick
 
 
 def _recipient_gave(model: Any, level: float) -> Optional[DecisionRequest]:
@@ -29,7 +37,22 @@ GIFT_BY_REPUTATION = Probe(
     name="gift_by_reputation", variable="share the recipient gave last", levels=(0.0, 0.25, 0.5),
     response="share of resources given",
     finding="donors give more to recipients who gave (Vallinder & Hughes 2024: indirect reciprocity)",
-    situate=_recipient_gave, measure=lambda value, request: float(value) / 100.0, config={"punishment": False},
+    situate=_recipient_gave, measure=lambda value, request: float(value) / 100.0,
+    blind=Control("gives 10% whatever the recipient gave", lambda request, rng: 10.0),
+    follows=Control("gives the share the recipient gave in its last gift",
+                    lambda request, rng: percent(request.observation["last_gift"] or 0.0)),
+    unforced="the gift is asked from 0 to 100% of the donor's resources at every level, and the donor's resources do not "
+             "change with what its recipient gave: a gift that ignores the reputation reads the same at every level",
+    config={"punishment": False},
+    questions={"donate": (
+        tpl.QUESTIONS["give"].template,
+        "What share of your resources, in percent, do you give to player $recipient?",
+        "How many percent of your resources will you donate to player $recipient?",
+        "Player $recipient is your recipient: what percentage of your resources do you give?",
+        "Decide your gift to player $recipient, as a percent of your resources.",
+        "What percentage of your resources goes to player $recipient?",
+    )},
+    facts=lambda model, request: {"recipient": request.observation["recipient"]},
 )
 
 PROBES = (GIFT_BY_REPUTATION,)

@@ -36,6 +36,7 @@ from agents.base import SocietyAgent
 from agents.sandbox.checks import check, extract
 from scenarios.grid import api
 from scenarios.grid import maps as grid_maps
+from scenarios.grid.probes import CLEANUP_PROBES, GATHERING_PROBES
 from scenarios.grid.strategies import STRATEGIES, GridView
 from scenarios.grid.world import ACTIONS, INDEX, STAND, UNREACHABLE, GridWorld, Rules, move
 from sim.reward.components import nonzero
@@ -531,6 +532,7 @@ class GatheringModel(GridModel):
     Config = GatheringConfig
     maps = grid_maps.GATHERING_MAPS
     cleanup = False
+    probes = GATHERING_PROBES  # validity probes (`societas probe`): scenarios/grid/probes.py
     fork_fields = GridModel.fork_fields | {"regrowth", "respawn_time", "density_radius"}
     config: GatheringConfig
 
@@ -547,6 +549,7 @@ class CleanupModel(GridModel):
     Config = CleanupConfig
     maps = grid_maps.CLEANUP_MAPS
     cleanup = True
+    probes = CLEANUP_PROBES
     fork_fields = GridModel.fork_fields | {"fire_cost", "fire_penalty", "clean_cost", "depletion", "restoration",
                                            "waste_spawn_prob", "apple_respawn_prob"}
     tick_metric_docs: ClassVar[Mapping[str, str]] = {

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from scenarios.registry import get_scenario
 from sim.cli.app import DbOption, JsonOption, app, fmt, open_store, out, reference_table, with_progress
-from sim.runner.limits import DEFAULT_SEEDS
+from sim.runner.limits import DEFAULT_SEEDS, MAX_PARAPHRASES
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers
     from sim.runner.execution import RunResult
@@ -166,10 +166,13 @@ def probe(
     scenario: str = typer.Argument(..., help="registered scenario name, or your own class (path/to/file.py:Class)"),
     name: list[str] = typer.Option([], "--probe", help="run only this probe (repeatable; default: all the scenario has)"),
     seeds: int = typer.Option(DEFAULT_SEEDS, "--seeds", help="matched seeds per level (10..10,000)"),
+    paraphrases: int = typer.Option(0, "--paraphrases", help=f"also answer under K rewordings of the prompt's instructions "
+                                    f"that keep its facts (0..{MAX_PARAPHRASES}); reports the effect's spread and any flip"),
     config: Optional[Path] = ConfigOption,
     set_: list[str] = SetOption,
     seed: Optional[int] = typer.Option(None, "--seed", help="the first seed (default 0)"),
-    policy: Optional[str] = typer.Option("llm", "--policy", help="who decides: llm (default) or scripted"),
+    policy: Optional[str] = typer.Option("llm", "--policy",
+                                         help="who decides: llm (default), scripted, or synthesis (gathering, cleanup)"),
     model: Optional[str] = ModelOption,
     llm: Optional[str] = LlmOption,
     llm_arg: list[str] = LlmArgOption,
@@ -177,8 +180,9 @@ def probe(
     as_json: bool = JsonOption,
 ) -> None:
     """Does a decision respond to what the paper's finding depends on? Matched requests that differ in one variable
-    (the stock, the recipient's last gift, a price, a post's distance), answered by the study's backend; per probe the
-    mean response at each level and the effect (last level minus first, paired by seed) with a 95% interval."""
+    (the stock, the recipient's last gift, a price, a post's distance, the apples left), answered by the study's backend;
+    per probe the mean response at each level and the effect (last level minus first, paired by seed) with a 95%
+    interval, checked by a control blind to the variable and one that follows it (docs/probes.md)."""
     from sim.runner.backends import preflight
     from sim.runner.config import build_spec, llm_overrides
     from sim.runner.probing import plan_probes, run_probes
@@ -186,25 +190,45 @@ def probe(
     spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
                       policy=policy, llm=llm_overrides(model, llm, llm_arg))
     preflight(spec)
-    _, probes, _ = plan_probes(spec, name, seeds)  # bad input: one line, before the bar and the store
+    _, probes, _ = plan_probes(spec, name, seeds, paraphrases)  # bad input: one line, before the bar and the store
     store = open_store(db)
-    report: ProbeReport = with_progress(f"probe {scenario}", as_json,
-                                        lambda progress: run_probes(spec, store, names=name, seeds=seeds, progress=progress),
-                                        total=len(probes))
+    report: ProbeReport = with_progress(
+        f"probe {scenario}", as_json,
+        lambda progress: run_probes(spec, store, names=name, seeds=seeds, paraphrases=paraphrases, progress=progress),
+        total=len(probes))
     if as_json:
         print(json.dumps(report.to_json()))
         return
     table = Table(title=f"{scenario} validity probes ({report.policy}, {seeds} seeds per level) — run {report.run_id}")
-    for col in ("probe", "variable: levels", "mean response at each level", "effect [95% interval]", "responds?"):
+    columns = ["probe", "variable: levels", "mean response at each level", "effect [95% interval]", "responds?",
+               "controls: blind / follows"]
+    if paraphrases:
+        columns.append(f"effect under {paraphrases} rewordings")
+    for col in columns:
         table.add_column(col)
     for r in report.results:
         interval = f"[{fmt(r.lo)}, {fmt(r.hi)}]" if r.lo is not None else ""
-        verdict = "yes" if r.responds else ("no (never changed)" if not r.varied else "no")
-        table.add_row(r.name, f"{r.variable}: {', '.join(fmt(x) for x in r.levels)}",
-                      f"{r.response}: {', '.join(fmt(m) for m in r.means)}", f"{fmt(r.effect)} {interval}", verdict)
+        controls = " / ".join(f"{'yes' if c['responds'] else 'no'} {'ok' if c['ok'] else 'FAILED'}"
+                              for c in (r.controls["blind"], r.controls["follows"]))
+        row = [r.name, f"{r.variable}: {', '.join(fmt(x) for x in r.levels)}",
+               f"{r.response}: {', '.join(fmt(m) for m in r.means)}", f"{fmt(r.effect)} {interval}", r.verdict(), controls]
+        if paraphrases:
+            spread = r.spread()
+            row.append(", ".join(fmt(w["effect"]) for w in r.wordings[1:])
+                       + (f" (range {fmt(spread[0])} to {fmt(spread[1])})" if spread else ""))
+        table.add_row(*row)
     out.print(table)
     for r in report.results:
-        out.print(f"{r.name}: {r.finding}" + (f"; {r.fallbacks} answers could not be parsed (the default was used)"
-                                              if r.fallbacks else ""), soft_wrap=True, highlight=False)
+        notes = [f"{r.name}: {r.finding}"]
+        if r.fallbacks:
+            notes.append(f"{r.fallbacks} answers could not be used (the default was used; their seeds are left out)")
+        if not r.valid:
+            failed = [f"{role} ({c['does']}) read {'yes' if c['responds'] else 'no'}"
+                      for role, c in r.controls.items() if not c["ok"]]
+            notes.append("the instrument failed its controls: " + "; ".join(failed) + ", so this verdict says nothing")
+        if paraphrases and r.flips:
+            notes.append("the verdict flips under rewording: the finding depends on the prompt's wording")
+        if paraphrases and not any(w["reworded"]["question"] or w["reworded"]["system"] for w in r.wordings[1:]):
+            notes.append("nothing was reworded (this config writes its own question and system text)")
+        out.print("; ".join(notes), soft_wrap=True, highlight=False)
     out.print(f"stored in {store.url} — see: societas show {report.run_id}" + (f" --db {db}" if db else ""), soft_wrap=True)
-

@@ -15,3 +15,5 @@ EXECUTORS = ("local", "ray")
 DEFAULT_SEEDS = 20
 MIN_SEEDS = 10
 MAX_SEEDS = 10_000
+#: the most rewordings a probe may be asked under (sim.runner.paraphrase ships this many per question)
+MAX_PARAPHRASES = 5

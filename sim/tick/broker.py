@@ -46,6 +46,25 @@ class DecisionBroker:
                 out[request.agent_id] = self._checked(request, decision)
         return out
 
+    def decide_all(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """Resolve requests whose agent ids may repeat (a validity probe asks one agent of many models), one
+        `decide_batch` call per backend, each answer checked against its space; the decisions in the requests' order."""
+        groups: dict[str, list[int]] = {}
+        for k, request in enumerate(requests):
+            groups.setdefault(request.backend, []).append(k)
+        out: list[Optional[Decision]] = [None] * len(requests)
+        for name, positions in groups.items():
+            backend = self.backends.get(name)
+            if backend is None:
+                raise KeyError(f"no backend {name!r}; available: {sorted(self.backends)}")
+            group = [requests[k] for k in positions]
+            answers = backend.decide_batch(group)
+            if len(answers) != len(group):
+                raise RuntimeError(f"backend {name!r} answered {len(answers)} of {len(group)} requests")
+            for k, request, decision in zip(positions, group, answers):
+                out[k] = self._checked(request, decision)
+        return out  # type: ignore[return-value]
+
     def decide_columns(self, batch: RequestBatch) -> DecisionColumns:
         """Resolve a RequestBatch (one backend's requests that share everything but who decides), in its order.
 
