@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal, Optional
 
 import numpy as np
@@ -256,7 +257,8 @@ class GridModel(SocietyModel):
     # ----- requests ----------------------------------------------------------------------------------------
     def view(self) -> GridView:
         if self._view is None:
-            self._view = GridView(self.world, self.index, self.strategy_of, self.episode_cache, self.cleanup)
+            self._view = GridView(self.world, self.index, self.strategy_of, self.episode_cache, self.cleanup,
+                                  self.step_in_episode())
         return self._view
 
     def _space(self) -> Choice:
@@ -276,7 +278,8 @@ class GridModel(SocietyModel):
         if self._state is None:
             self._state = api.encode_state(w.pos, w.orient, w.timeout, w.hits, w._alive(), w.waste, self.step_in_episode())
         c = self.config
-        return {"program": self.program, "static": self._static, "state": self._state, "index": self.index,
+        program = None if self.program is None else MappingProxyType(self.program)  # read-only: the world's own
+        return {"program": program, "static": self._static, "state": self._state, "index": MappingProxyType(self.index),
                 "actions": self._space().options, "episode": self.episode,
                 "limits": {"memory_mb": c.memory_limit, "cpu_s": c.cpu_limit, "step_s": c.step_timeout}}
 
