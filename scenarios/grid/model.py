@@ -148,9 +148,12 @@ class GridModel(SocietyModel):
     maps: ClassVar[dict[str, str]] = {}
     cleanup: ClassVar[bool] = False
     synthesis = True
-    #: rule fields a fork may change (read every step), and the synthesis settings
+    #: rule fields a fork may change (read every step), and the synthesis settings (read by synthesis runs only)
     fork_fields = frozenset({"beam", "beam_length", "beam_width", "hits_to_tag", "timeout_steps", "code_tokens",
                              "code_retries", "step_timeout", "cpu_limit", "memory_limit", "iterations"})
+    fork_conditions = dict.fromkeys(("code_tokens", "code_retries", "step_timeout", "cpu_limit", "memory_limit",
+                                     "iterations"), ({"@policy": "synthesis"},))
+    horizon_bounds = frozenset({"iterations"})  # bounds steps (and names the episodes in the synthesis prompt)
     tick_metric_docs: ClassVar[Mapping[str, str]] = {
         "episode": "the episode this step belongs to (1-based)",
         "apples": "live apples after the step",
@@ -532,6 +535,8 @@ class GatheringModel(GridModel):
     maps = grid_maps.GATHERING_MAPS
     cleanup = False
     fork_fields = GridModel.fork_fields | {"regrowth", "respawn_time", "density_radius"}
+    fork_conditions = {**GridModel.fork_conditions, "respawn_time": ({"regrowth": "fixed"},),
+                       "density_radius": ({"regrowth": "density"},)}
     config: GatheringConfig
 
     def _game_rules(self) -> dict[str, Any]:

@@ -104,7 +104,6 @@ class GridWorld:
         self.fired = np.zeros(n_agents, dtype=np.int32)  # tagging beams fired this step, by agent
         self.cleaned = 0  # waste cells cleared this step
         self.collected = np.zeros(n_agents, dtype=np.int32)  # apples taken this step, by agent
-        self._neighbours = self._density_pairs() if rules.regrowth == "density" else None
         self.free = ~self.walls
         self._adjacent = self._adjacency()
 
@@ -312,10 +311,21 @@ class GridWorld:
             self.apples[self.apple_pos[back, 0], self.apple_pos[back, 1]] = True
 
     def local_stock(self, alive: Optional[np.ndarray] = None) -> np.ndarray:
-        """Density regrowth: each apple point's live apples within `density_radius` (as floats)."""
+        """Density regrowth: each apple point's other live apples within Chebyshev distance `density_radius` (as
+        floats). A box sum over the map's cumulative sums: O(map) a step whatever the radius, read from the rules at
+        every step (a fork may change the radius, or switch to density regrowth)."""
         alive = self._alive() if alive is None else alive
-        i, j = self._neighbours
-        return np.bincount(i, weights=alive[j].astype(np.float64), minlength=len(alive))
+        if not len(self.apple_pos):
+            return np.zeros(0, dtype=np.float64)
+        grid = np.zeros((self.height + 1, self.width + 1), dtype=np.int64)
+        grid[self.apple_pos[:, 0] + 1, self.apple_pos[:, 1] + 1] = alive
+        sums = grid.cumsum(axis=0).cumsum(axis=1)
+        k = self.rules.density_radius
+        r, c = self.apple_pos[:, 0], self.apple_pos[:, 1]
+        r0, r1 = np.maximum(r - k, 0), np.minimum(r + k, self.height - 1) + 1
+        c0, c1 = np.maximum(c - k, 0), np.minimum(c + k, self.width - 1) + 1
+        box = sums[r1, c1] - sums[r0, c1] - sums[r1, c0] + sums[r0, c0]
+        return (box - alive).astype(np.float64)
 
     def _collect(self, rewards: np.ndarray) -> None:
         apples, timeout, pos = self.apples, self.timeout, self.pos
@@ -336,16 +346,6 @@ class GridWorld:
         active = self.timeout == 0
         np.add.at(occupied, (self.pos[active, 0], self.pos[active, 1]), 1)
         return occupied
-
-    def _density_pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """(i, j) for every pair of distinct apple points within Chebyshev distance `density_radius`."""
-        p = self.apple_pos
-        if not len(p):
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        d = np.maximum(np.abs(p[:, None, 0] - p[None, :, 0]), np.abs(p[:, None, 1] - p[None, :, 1]))
-        near = (d <= self.rules.density_radius) & ~np.eye(len(p), dtype=bool)
-        i, j = np.nonzero(near)
-        return i, j
 
     # ----- paths ---------------------------------------------------------------------------------------
     def _adjacency(self) -> list[tuple[int, ...]]:

@@ -69,6 +69,15 @@ class SocietyModel(mesa.Model):
     #: only when it builds the world. The reward layer's (reward_mode, lam, feedback) and the horizon always
     #: may; a fork that changes any other field is refused before it is stored
     fork_fields: ClassVar[frozenset[str]] = frozenset()
+    #: fork fields the world reads only under some condition: field -> conditions, any one of which suffices, each a
+    #: mapping of config field -> the value it must have (a tuple: one of them), "@policy" -> a policy some agent plays
+    #: or "@strategy" -> a strategy some scripted agent plays. A fork that changes such a field where no condition holds
+    #: (after the change) is refused: it would store a change nothing reads (the grid's density_radius under fixed
+    #: regrowth; the fishery's reasoning without LLM fishers)
+    fork_conditions: ClassVar[Mapping[str, Sequence[Mapping[str, Any]]]] = {}
+    #: fields that only bound the horizon (the donor game's generations bounds total_rounds): nothing reads them once
+    #: the world is built, so a fork may change one only together with the horizon
+    horizon_bounds: ClassVar[frozenset[str]] = frozenset()
     #: what one tick is, in the words agents read ("month", "round", "tick"): their memory lines are dated by it
     tick_noun: ClassVar[str] = "tick"
     #: whether a population group may join after tick 1 (`enter`); a scenario that says so keeps absent agents
