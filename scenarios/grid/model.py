@@ -41,6 +41,7 @@ from scenarios.grid.strategies import STRATEGIES, GridView
 from scenarios.grid.world import ACTIONS, INDEX, STAND, UNREACHABLE, GridWorld, Rules, move
 from sim.reward.components import nonzero
 from sim.core.contracts import Decision, DecisionRequest, RequestBatch
+from sim.core.errors import UsageError
 from sim.core.spaces import Choice, Text
 from sim.core.text import code_block, quote
 from sim.reward.metrics import PerolatTracker
@@ -61,6 +62,8 @@ class GridConfig(ScenarioConfig):
 
     count_field: ClassVar[str] = "agents"
     path_fields: ClassVar[tuple[str, ...]] = ("map", "seed_code")
+    #: the game's built-in maps by name (a `map` that is none of them is a path to a map file)
+    maps: ClassVar[dict[str, str]] = {}
 
     agents: int = Field(10, ge=1, le=10_000, description="number of agents")
     map: str = Field("large", min_length=1, description="a built-in map (see the scenario's docs) or a path to an ASCII map file")
@@ -91,6 +94,14 @@ class GridConfig(ScenarioConfig):
             raise ValueError(f"beam_width must be odd (a beam is centred on its agent), got {self.beam_width}")
         if self.seed_code is not None and not Path(self.seed_code).is_file():
             raise ValueError(f"seed_code {self.seed_code!r} is not a file (a Python file defining policy(obs))")
+        if self.maps:  # the map is read here, so that a bad one is refused before anything runs (a sweep's cells too)
+            try:
+                grid_map = grid_maps.load(self.map, self.maps)
+            except UsageError as exc:
+                raise ValueError(str(exc)) from None
+            if self.agents > grid_map.start_cells:
+                raise ValueError(f"agents ({self.agents}) must be at most the map's {grid_map.start_cells} start cells "
+                                 "(spawn points and open cells: an agent starts on a cell of its own)")
         return self
 
     def data_paths(self) -> dict[str, Path]:
@@ -105,6 +116,8 @@ class GridConfig(ScenarioConfig):
 class GatheringConfig(GridConfig):
     """Gathering (Leibo et al. 2017); `regrowth: density` gives Perolat et al.'s Commons."""
 
+    maps: ClassVar[dict[str, str]] = grid_maps.GATHERING_MAPS
+
     regrowth: Literal["fixed", "density"] = Field("fixed", description="fixed: an apple regrows respawn_time steps after it is taken; density: by the live apples near it (Perolat's Commons)")
     respawn_time: int = Field(25, ge=1, le=100_000, description="fixed regrowth: steps until a taken apple is back")
     density_radius: int = Field(2, ge=1, le=50, description="density regrowth: Chebyshev radius of the apples counted")
@@ -112,6 +125,8 @@ class GatheringConfig(GridConfig):
 
 class CleanupConfig(GridConfig):
     """Cleanup (Hughes et al. 2018): apples grow only while the river is clean enough."""
+
+    maps: ClassVar[dict[str, str]] = grid_maps.CLEANUP_MAPS
 
     map: str = Field("default", min_length=1, description="a built-in map (see the scenario's docs) or a path to an ASCII map file")
     agents: int = Field(5, ge=1, le=10_000, description="number of agents")
@@ -182,7 +197,7 @@ class GridModel(SocietyModel):
 
     def setup(self) -> None:
         c = self.config
-        self.grid_map = grid_maps.load(c.map, self.maps)
+        self.grid_map = grid_maps.load(c.map, c.maps or self.maps)
         plan = self.population_plan(c.agents)
         self.world = GridWorld(self.grid_map, self._rules(), c.agents, self.rng, self.random)
         for policy, strategy, persona in plan:

@@ -19,8 +19,9 @@ environment step for every agent:
 4. each active agent on a live apple takes it (+1), in agent order.
 
 Departures from the code, each without effect on its maps: a beam stops at the first wall in each of its
-lanes (the code skips wall cells and goes on past them; its maps have walls only at the border); agents
-may share a cell, as there.
+lanes (the code skips wall cells and goes on past them; its maps have walls only at the border); an agent
+may step onto the cell of a tagged-out agent, so the two share it once the timeout ends, as there. At the start
+every agent has a cell of its own: a config with more agents than the map's start cells is refused.
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ class GridWorld:
         self.collected = np.zeros(n_agents, dtype=np.int32)  # apples taken this step, by agent
         self.free = ~self.walls
         self._adjacent = self._adjacency()
+        taken = set(grid_map.spawns)  # where agents start after the spawn points: the other open cells (linear in them)
+        self._extra_cells = [p for p in (grid_map.open_cells or grid_map.spawns) if p not in taken] or list(grid_map.spawns)
 
     # ----- the episode ---------------------------------------------------------------------------------
     def reset(self) -> None:
@@ -113,12 +116,12 @@ class GridWorld:
         every apple alive, the map's polluted river cells polluted, no timeouts."""
         spawns = list(self.map.spawns)
         order = self.rng.permutation(len(spawns)) if spawns else []
-        cells = [p for p in (self.map.open_cells or self.map.spawns) if p not in set(spawns)] or list(self.map.spawns)
+        cells = self._extra_cells
         extra = self.rng.permutation(len(cells))
         for i in range(self.n):
             if i < len(spawns):
                 self.pos[i] = spawns[int(order[i])]
-            else:  # distinct open cells while they last (then shared ones)
+            else:  # distinct open cells (the config refuses more agents than the map has start cells for)
                 k = i - len(spawns)
                 self.pos[i] = cells[int(extra[k % len(cells)])]
             self.orient[i] = int(self.rng.integers(4))

@@ -8,6 +8,7 @@ layer, the norm ledger and the per-tick record handed to the store.
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter
@@ -434,11 +435,13 @@ class SocietyModel(mesa.Model):
             if not self.running and self.status != "running":
                 break
         payoffs = self.payoffs()
+        _refuse_non_finite(self.tick, "payoff", payoffs)
         components: Optional[dict[str, Mapping[int, float]]] = None
         if self.profile.reward_components:
             components = common_components(payoffs, self.norms.events)
             components.update(self.reward_components())
         rewards = self.reward_layer.rewards(payoffs, components)
+        _refuse_non_finite(self.tick, "reward", rewards)
         sanctioned = self.sanctioned_count()
         self.perolat.n_agents = len(self.agents)
         # Perolat's four are over the material payoffs (profile `metrics` 2); the first profiles took the shaped rewards
@@ -486,6 +489,21 @@ class SocietyModel(mesa.Model):
             {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
             None if components is None else vectors(components, ids),
         )
+
+
+class NonFiniteReward(ArithmeticError):
+    """A payoff or reward that is not a finite number: the run stops (stored as failed) before the tick is stored."""
+
+
+def _refuse_non_finite(tick: int, what: str, values: Mapping[int, float]) -> None:
+    """Stop the run at a payoff or reward that is inf or NaN (a scenario's or a weighting's overflow), naming it, instead
+    of storing it (a NaN reward once failed a NOT NULL column with the SQL in the message; an inf one replayed as
+    matched while rollouts failed on it). O(n): one sum; each value is looked at only when the sum is not finite."""
+    if values and not math.isfinite(sum(values.values())):
+        bad = next(((a, v) for a, v in values.items() if not math.isfinite(v)), None)
+        if bad is not None:
+            raise NonFiniteReward(f"tick {tick}: agent {bad[0]}'s {what} is {bad[1]} (not a finite number: the "
+                                  "reward weights or the scenario's values overflow)")
 
 
 def reward_layer(config: ScenarioConfig) -> RewardLayer:
