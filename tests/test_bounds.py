@@ -29,13 +29,13 @@ SMALL = {"commons": ["months=2"], "donor": ["agents=4", "rounds=2", "generations
 # ----- a number is a number ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("scenario", sorted(REGISTRY))
 @pytest.mark.parametrize("value, says", [
-    ("reward_weights={payoff: true}", "'reward_weights.payoff' must be a number, not true"),
-    ("reward_weights={payoff: '1'}", "'reward_weights.payoff' must be a number, not '1'"),
-    ("reward_weights={payoff: 1e308}", "'reward_weights.payoff' must be a number"),  # YAML reads 1e308 as a string
-    ("reward_weights={payoff: 1.0e+308, welfare: 1.0e+308}", "at most 1e+12 in magnitude"),
+    ("reward_weights={payoff: true}", "bad value for 'reward_weights.payoff': must be a number, not true"),
+    ("reward_weights={payoff: '1'}", "bad value for 'reward_weights.payoff': must be a number, not '1'"),
+    ("reward_weights={payoff: 1e308}", "'reward_weights.payoff': must be a number"),  # YAML reads 1e308 as a string
+    ("reward_weights={payoff: 1.0e+308, welfare: 1.0e+308}", "'reward_weights.payoff': must be at most 1e+12"),
     ("reward_weights={payoff: -1.0e+13}", "at most 1e+12 in magnitude"),
-    ("memory_window=true", "'memory_window' must be a number, not true"),
-    ("memory_window='8'", "'memory_window' must be a number, not '8'"),
+    ("memory_window=true", "bad value for 'memory_window': must be a number, not true"),
+    ("memory_window='8'", "bad value for 'memory_window': must be a number, not '8'"),
     ("lam=.nan", "lam"),
 ])
 def test_what_is_not_a_number_is_refused_in_every_scenario(scenario, value, says):
@@ -45,11 +45,11 @@ def test_what_is_not_a_number_is_refused_in_every_scenario(scenario, value, says
 
 
 @pytest.mark.parametrize("sets, says", [
-    (["population=[{count: 5, enter: true}]"], "'enter' must be a number, not true"),
-    (["population=[{count: true}]", "fishers=1"], "'count' must be a number, not true"),
-    (["population=[{count: '5'}]"], "'count' must be a number, not '5'"),
-    (["llm.temperature=true"], "'temperature' must be a number, not true"),
-    (["llm.max_retries='2'"], "'max_retries' must be a number"),
+    (["population=[{count: 5, enter: true}]"], "'population.0.enter': must be a number, not true"),
+    (["population=[{count: true}]", "fishers=1"], "'population.0.count': must be a number, not true"),
+    (["population=[{count: '5'}]"], "'population.0.count': must be a number, not '5'"),
+    (["llm.temperature=true"], "'llm.temperature': must be a number, not true"),
+    (["llm.max_retries='2'"], "'llm.max_retries': must be a number"),
     (["sanction_fine=1.0e+300"], "at most 1e+12"),
     (["collapse_below=1.0e+200"], "at most 1e+12"),
 ])

@@ -144,7 +144,15 @@ class StrictNumbers(BaseModel):
         return self
 
 
+class NumberError(ValueError):
+    """A value that is no number where the field (`field`, dotted into lists and mappings) holds numbers."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field!r} {problem}")
+        self.field, self.problem = field, problem
+
+
 def _refuse(name: str, why: Optional[str]) -> None:
     if why:
         path, _, rest = why.partition(" ")
-        raise ValueError(f"'{name}{path}' {rest}" if path else f"{name!r} {rest}")
+        raise NumberError(f"{name}{path}", rest)
