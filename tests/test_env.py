@@ -147,3 +147,26 @@ def test_an_env_dropped_mid_episode_leaves_a_whole_store(tmp_path, end):
     copy.write_bytes(db.read_bytes())  # the file alone
     run = Store(f"sqlite:///{copy}").get_run(run_id)
     assert run.status == "failed" and run.ticks >= 1
+
+
+@pytest.mark.parametrize("kwargs, says", [({"db": 123}, "'db'"), ({"name": None}, "'name'"), ({"name": ""}, "'name'"),
+                                          ({"seed": -3}, "'seed'"), ({"seed": 1.5}, "'seed'"), ({"months": True}, "months"),
+                                          ({"render_mode": "human"}, "render_mode")])
+def test_bad_constructor_arguments_are_refused_in_one_line(kwargs, says, db_url):
+    """The env's own arguments are checked like reset's: UsageError naming the argument, nothing stored."""
+    with pytest.raises(UsageError, match=says):
+        parallel_env("commons", **{"db": db_url, **kwargs})
+    assert not Path(db_url.removeprefix("sqlite:///")).exists() or Store(db_url).count_runs() == 0
+
+
+def test_a_numpy_seed_is_a_seed(db_url):
+    """An integer seed from numpy is taken as the integer it is, by the constructor and by reset."""
+    import numpy as np
+
+    env = parallel_env("commons", db=db_url, seed=np.int64(4), months=2)
+    env.reset()
+    first = env.run_id
+    env.reset(seed=np.uint32(4))
+    store = Store(db_url)
+    assert store.get_run(first).seed == store.get_run(env.run_id).seed == 4
+    env.close()

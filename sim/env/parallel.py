@@ -34,6 +34,7 @@ harvest, sanction) asks its focal agents once per phase.
 from __future__ import annotations
 
 import numbers
+import os
 import threading
 import uuid
 import weakref
@@ -85,8 +86,12 @@ class SocietyEnv(ParallelEnv):
         `policy` is the run's policy (default: llm, so every agent without a group policy is focal)."""
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise UsageError(f"bad value for 'render_mode': {cut(render_mode)}; valid: ansi")
+        if db is not None and not isinstance(db, (str, os.PathLike, Store)):
+            raise UsageError(f"bad value for 'db': a database URL, a SQLite file path or a Store, not {type(db).__name__}")
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"bad value for 'name': the policy's label, a non-empty string (got {cut(name)})")
         self.render_mode = render_mode
-        base = build_spec(scenario, config_file=config, sets=sets, seed=seed, overrides=fields or None,
+        base = build_spec(scenario, config_file=config, sets=sets, seed=_checked_seed(seed), overrides=fields or None,
                           policy=policy or "llm")
         if "llm" not in base.policies():
             raise UsageError("the environment has no focal agents: give some agents policy llm (--policy llm, or a "
@@ -97,7 +102,7 @@ class SocietyEnv(ParallelEnv):
         self._seed = base.seed
         ids = self._focal_ids(base)
         self._owns_store = not isinstance(db, Store)
-        self.store = db if isinstance(db, Store) else Store(as_url(db or "sqlite:///runs.db"))
+        self.store = db if isinstance(db, Store) else Store(as_url(os.fspath(db) if db else "sqlite:///runs.db"))
         self.possible_agents: list[AgentID] = [agent_name(i) for i in ids]
         self._ids = {agent_name(i): i for i in ids}
         self.agents: list[AgentID] = []
