@@ -52,7 +52,7 @@ def replay_run(store: Store, run_id: str, *, backends: Optional[Mapping[str, Bac
     compare = _Comparison(store, run_id)
     schedule = config_schedule(store, original)
     plan = (FreshRun(origin="replay", parent_id=run_id, schedule=schedule) if keep
-            else _Unstored(schedule, compare))
+            else _Unstored(schedule))
     status, error, replay_id = None, None, None
     try:
         result = execute(spec, target, plan, backends=backends, stop_after=None if finished else original.ticks,
@@ -118,13 +118,10 @@ class _Comparison:
 
 
 class _Unstored(FreshRun):
-    """A replay that is not stored: no row, and every tick checked (by the progress hook) instead of stored."""
+    """A replay that is not stored: no row, no tick stored (each is compared as it is made, by the progress hook)."""
 
-    drop_if_bad_input = False
-
-    def __init__(self, schedule: Schedule, compare: _Comparison) -> None:
+    def __init__(self, schedule: Schedule) -> None:
         super().__init__(origin="replay", schedule=schedule, drop_if_bad_input=False)
-        self.compare = compare
 
     def open(self, store: Any, spec: RunSpec, versions: dict[str, str], backends: str) -> str:
         return "(not stored)"
