@@ -14,7 +14,7 @@ from sim.core.errors import UsageError
 from sim.core.fields import describe_fields
 from sim.runner.config import build_spec
 from sim.runner.execution import execute
-from sim.runner.resume import BASE_FORK_FIELDS, fork_fields, fork_run, fork_spec, unread_change
+from sim.runner.resume import fork_fields, fork_spec, unread_change
 from sim.store.store import Store
 
 LLM2_SCRIPTED2 = "population=[{count: 2, policy: llm}, {count: 2, policy: scripted}]"

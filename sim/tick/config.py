@@ -8,7 +8,7 @@ population's counts add up to the scenario's `count_field`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import ClassVar, Optional
 
 from pydantic import ConfigDict, Field, model_validator
 
