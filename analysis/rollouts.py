@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from sim.core.errors import UsageError
+from sim.runner.rollouts import stored_rollouts
 from sim.store.store import Store
 from sim.store.tables import AgentStep
 
@@ -70,7 +71,11 @@ def advantage_frame(report: dict[str, Any]) -> pd.DataFrame:
 
 
 def rollout_group(store: Store, parent_id: str, after: int) -> list[str]:
-    """The ids of the stored rollouts of `parent_id` forked at `after`, in rollout order."""
-    found = [r for r in store.list_runs() if r.parent_id == parent_id and r.branch_tick == after
-             and (r.spec or {}).get("rollout") is not None and r.origin == "fork"]
-    return [r.id for r in sorted(found, key=lambda r: (r.spec["rollout"][0], r.created_at))]
+    """The ids of the stored rollout group of `parent_id` forked at `after` (the group of the rollout made last, when
+    several configs were rolled out there), one run per rollout index, in index order."""
+    made = stored_rollouts(store, parent_id, after)
+    if not made:
+        return []
+    config = max(made.values(), key=lambda r: r.created_at).spec["config"]
+    group = [r for r in made.values() if r.spec["config"] == config]
+    return [r.id for r in sorted(group, key=lambda r: r.spec["rollout"][0])]

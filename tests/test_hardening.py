@@ -282,7 +282,7 @@ def test_a_killed_run_shows_as_stale_and_replays_as_an_incomplete_prefix(capsys,
     code, out, _ = main(capsys, "list", "--json", "--db", db_url)
     row = json.loads(out)[0]
     assert row["live"] == "stale" and row["status_text"].startswith("stale")
-    code, out, _ = main(capsys, "replay", run.id, "--json", "--db", db_url)
+    code, out, _ = main(capsys, "replay", run.id, "--json", "--store", "--db", db_url)  # (stored on request only)
     report = json.loads(out)
     assert code == 0 and report["matched"] and report["incomplete"] and report["ticks"] == len(store.ticks(run.id))
     assert store.get_run(report["replay_run_id"]).status == "stopped"

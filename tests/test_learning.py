@@ -223,3 +223,36 @@ def test_training_study_small_saves_a_model_that_runs_with_model(tmp_path, db_ur
     assert summary["iterations"] == 2 and {"return", "survival", "focal_catch"} <= set(summary["after"])
     run = cli_json("run", "commons", "--policy", "llm", "--ticks", "1", "--model", str(out / "model"), db=db_url)
     assert run["status"] in ("finished", "collapsed")
+
+
+def test_a_rollout_group_interrupted_and_made_again_holds_k_runs_with_the_same_advantages(tmp_path):
+    """Rollouts made again take the stored ones (an ended one as it is, an interrupted one resumed): k runs, one per
+    index, and the advantages of a group made without interruption (a rerun left 8 runs for k=3)."""
+    from analysis.rollouts import rollout_group
+    from sim.runner.config import build_spec
+    from sim.runner.execution import RunInterrupted, execute
+
+    stores = [Store(f"sqlite:///{tmp_path / name}.db") for name in ("a", "b")]
+    parents = [execute(build_spec("commons", sets=["strategy=random", "months=8"], seed=4), s).run_id for s in stores]
+    whole = rollout_runs(stores[0], parents[0], 3, 3)
+
+    def stop(tick, total, record):  # Ctrl-C during rollout 1, after its tick 5
+        if stopping and tick == 5:
+            raise KeyboardInterrupt
+
+    stopping = False
+    done = []
+    rollout_runs(stores[1], parents[1], 3, 1)  # rollout 0 made
+    stopping = True
+    with pytest.raises(RunInterrupted):
+        rollout_runs(stores[1], parents[1], 3, 3, progress=stop, on_done=lambda i, r: done.append(i))
+    assert done == [0] and len(rollout_group(stores[1], parents[1], 3)) == 2
+    stopping = False
+    again = rollout_runs(stores[1], parents[1], 3, 3)
+    group = rollout_group(stores[1], parents[1], 3)
+    assert [r.run_id for r in again] == group and len(group) == 3 and stores[1].count_runs() == 4
+    assert all(r.status == "finished" for r in again)
+    ours, theirs = (advantages(s, [r.run_id for r in rs], 3) for s, rs in ((stores[0], whole), (stores[1], again)))
+    assert [g["return"] for g in ours["runs"]] == [g["return"] for g in theirs["runs"]]
+    assert [a["advantage"] for a in ours["agents"]] == [a["advantage"] for a in theirs["agents"]]
+    assert rollout_runs(stores[1], parents[1], 3, 3)[1].run_id == group[1] and stores[1].count_runs() == 4

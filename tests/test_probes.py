@@ -56,7 +56,7 @@ def _agrees(r: DecisionRequest) -> str:
 
 
 def _zaps_when_scarce(r: DecisionRequest) -> str:
-    return "beam" if r.observation["view"].world._alive().mean() < 0.3 else "stand"  # noqa: SLF001 - the world's apples
+    return "beam" if r.observation["view"].world.alive_apples().mean() < 0.3 else "stand"
 
 
 #: scenario -> (a rule following the probed variable, the effect's sign it gives, a rule ignoring it)

@@ -134,6 +134,12 @@ class CommonsModel(SocietyModel):
                              "sanction_fine", "social_learning", "norm_formation", "vote_every", "vote_rule",
                              "sanction_growth", "monitoring_cost", "reasoning", "disclose_collapse", "disclose_horizon",
                              "conversation_rounds", "reflection"})
+    fork_conditions = {  # what the world reads only under some condition (sim.tick.model.SocietyModel)
+        **dict.fromkeys(("reasoning", "reflection", "disclose_collapse", "disclose_horizon"), ({"@policy": "llm"},)),
+        **dict.fromkeys(("sanction_cost", "sanction_fine", "sanction_growth", "monitoring_cost"), ({"sanctions": True},)),
+        **dict.fromkeys(("vote_every", "vote_rule"), ({"norm_formation": True},)),
+        "catch": ({"@strategy": "fixed"},),
+    }
     config: CommonsConfig
 
     def setup(self) -> None:

@@ -119,8 +119,13 @@ class DonorModel(SocietyModel):
     tick_noun = "round"
     #: read as the rounds go (agents, rounds, the first generation's strategy and parameters, and the
     #: reputation trace's depth shape the players and their clock at the start)
-    fork_fields = frozenset({"generations", "endowment", "multiplier", "punishment", "punish_multiplier", "mutation",
+    fork_fields = frozenset({"endowment", "multiplier", "punishment", "punish_multiplier", "mutation",
                              "reasoning", "goal", "reciprocity_cues", "strategy_tokens"})
+    fork_conditions = {  # what the world reads only under some condition (sim.tick.model.SocietyModel)
+        **dict.fromkeys(("reasoning", "goal", "reciprocity_cues", "strategy_tokens"), ({"@policy": "llm"},)),
+        "punish_multiplier": ({"punishment": True},),
+    }
+    horizon_bounds = frozenset({"generations"})  # bounds total_rounds; read by nothing once the world is built
     config: DonorConfig
 
     def setup(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from types import MappingProxyType
 from typing import Any, Optional
 
 import numpy as np
@@ -80,7 +81,11 @@ class _Field(np.ndarray):
 
 
 def _frozen(values: Any, name: str, dtype: Any) -> np.ndarray:
-    arr = np.array(values, dtype=dtype).view(_Field)
+    """A read-only `_Field` whose base is read-only too, so that `flags.writeable = True` cannot undo it (every agent's
+    observation of a step shares these arrays)."""
+    base = np.array(values, dtype=dtype)
+    base.flags.writeable = False
+    arr = base.view(_Field)
     arr.field_name = name
     arr.flags.writeable = False
     return arr
@@ -92,7 +97,7 @@ class Observation:
     __slots__ = ("_fields", "agent_id")
 
     def __init__(self, fields: dict[str, Any], agent_id: int) -> None:
-        object.__setattr__(self, "_fields", fields)
+        object.__setattr__(self, "_fields", MappingProxyType(fields))  # shared by the step's agents: never written
         object.__setattr__(self, "agent_id", agent_id)
 
     def __getattr__(self, name: str) -> Any:

@@ -11,6 +11,7 @@ Commons map (`commons`); the Cleanup maps are Hughes et al.'s (2018) `default` a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Union
 
@@ -149,6 +150,9 @@ GATHERING_MAPS = {"small": GATHERING_SMALL, "default": GATHERING_DEFAULT, "large
 CLEANUP_MAPS = {"small": CLEANUP_SMALL, "default": CLEANUP_DEFAULT, "large": tiled(CLEANUP_DEFAULT, 1, 2),
                 "huge": tiled(CLEANUP_DEFAULT, 2, 4)}
 _KNOWN = set("@AP. HRS")
+#: the most cells a map may have (rows x columns): a world's set-up and memory grow with its cells (a Mesa cell, its
+#: neighbours and a distance field entry each), and a 3000 x 3000 map took 6 GB before its first step
+MAX_CELLS = 250_000
 
 
 @dataclass(frozen=True)
@@ -167,16 +171,30 @@ class GridMap:
     def shape(self) -> tuple[int, int]:
         return self.walls.shape  # type: ignore[return-value]
 
+    @property
+    def start_cells(self) -> int:
+        """How many agents the map has room for at the start: its spawn points and open cells (cells are exclusive)."""
+        return len(set(self.spawns) | set(self.open_cells))
+
 
 def parse(ascii_map: str) -> GridMap:
-    """Parse an ASCII map; refuses unknown characters and maps with no open cell.
+    """Parse an ASCII map; refuses unknown characters, maps with no open cell and maps of more than MAX_CELLS cells.
 
     Lines shorter than the widest are padded with walls (the papers' code pads with empty cells, which opens
-    pockets outside the border of its ragged `default` map; no rule depends on them)."""
+    pockets outside the border of its ragged `default` map; no rule depends on them). Parsed once per text (the
+    config's check and the world read the same map); the result is read-only."""
+    return _parse(ascii_map)
+
+
+@lru_cache(maxsize=16)
+def _parse(ascii_map: str) -> GridMap:
     lines = ascii_map.strip("\n").splitlines()
     if not lines:
         raise UsageError("the map is empty")
     width = max(len(line) for line in lines)
+    if len(lines) * width > MAX_CELLS:
+        raise UsageError(f"the map is {len(lines)} x {width} = {len(lines) * width:,} cells; a map has at most "
+                         f"{MAX_CELLS:,} cells")
     bad = sorted({ch for line in lines for ch in line} - _KNOWN)
     if bad:
         raise UsageError(f"the map has unknown characters {''.join(bad)!r}; use @ wall, A apple, P spawn, . empty, "
@@ -195,6 +213,7 @@ def parse(ascii_map: str) -> GridMap:
                        if not walls[r, c] and (r, c) not in special)
     if not open_cells and not kinds["P"]:
         raise UsageError("the map has no open cell to start on")
+    walls.flags.writeable = False  # shared by every world built from this map
     return GridMap(walls=walls, apples=tuple(kinds["A"]), spawns=tuple(kinds["P"]), river=tuple(river),
                    polluted=tuple(sorted(kinds["H"])), stream=tuple(kinds["S"]), open_cells=open_cells)
 
@@ -207,6 +226,9 @@ def load(name: Union[str, Path], maps: dict[str, str]) -> GridMap:
     if not path.is_file():
         raise UsageError(f"unknown map {str(name)!r}: give one of {', '.join(maps)} or a path to an ASCII map file")
     try:
+        size = path.stat().st_size
+        if size > 2 * MAX_CELLS + 10_000:  # (a character and a line break per cell at most, and slack)
+            raise UsageError(f"the map file {path} is {size:,} bytes; a map has at most {MAX_CELLS:,} cells")
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read the map {path}: {exc}") from exc

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal, Optional
 
 import numpy as np
@@ -41,6 +42,7 @@ from scenarios.grid.strategies import STRATEGIES, GridView
 from scenarios.grid.world import ACTIONS, INDEX, STAND, UNREACHABLE, GridWorld, Rules, move
 from sim.reward.components import nonzero
 from sim.core.contracts import Decision, DecisionRequest, RequestBatch
+from sim.core.errors import UsageError
 from sim.core.spaces import Choice, Text
 from sim.core.text import code_block, quote
 from sim.reward.metrics import PerolatTracker
@@ -61,6 +63,8 @@ class GridConfig(ScenarioConfig):
 
     count_field: ClassVar[str] = "agents"
     path_fields: ClassVar[tuple[str, ...]] = ("map", "seed_code")
+    #: the game's built-in maps by name (a `map` that is none of them is a path to a map file)
+    maps: ClassVar[dict[str, str]] = {}
 
     agents: int = Field(10, ge=1, le=10_000, description="number of agents")
     map: str = Field("large", min_length=1, description="a built-in map (see the scenario's docs) or a path to an ASCII map file")
@@ -94,6 +98,14 @@ class GridConfig(ScenarioConfig):
             raise ValueError(f"beam_width must be odd (a beam is centred on its agent), got {self.beam_width}")
         if self.seed_code is not None and not Path(self.seed_code).is_file():
             raise ValueError(f"seed_code {self.seed_code!r} is not a file (a Python file defining policy(obs))")
+        if self.maps:  # the map is read here, so that a bad one is refused before anything runs (a sweep's cells too)
+            try:
+                grid_map = grid_maps.load(self.map, self.maps)
+            except UsageError as exc:
+                raise ValueError(str(exc)) from None
+            if self.agents > grid_map.start_cells:
+                raise ValueError(f"agents ({self.agents}) must be at most the map's {grid_map.start_cells} start cells "
+                                 "(spawn points and open cells: an agent starts on a cell of its own)")
         return self
 
     def data_paths(self) -> dict[str, Path]:
@@ -108,6 +120,8 @@ class GridConfig(ScenarioConfig):
 class GatheringConfig(GridConfig):
     """Gathering (Leibo et al. 2017); `regrowth: density` gives Perolat et al.'s Commons."""
 
+    maps: ClassVar[dict[str, str]] = grid_maps.GATHERING_MAPS
+
     regrowth: Literal["fixed", "density"] = Field("fixed", description="fixed: an apple regrows respawn_time steps after it is taken; density: by the live apples near it (Perolat's Commons)")
     respawn_time: int = Field(25, ge=1, le=100_000, description="fixed regrowth: steps until a taken apple is back")
     density_radius: int = Field(2, ge=1, le=50, description="density regrowth: Chebyshev radius of the apples counted")
@@ -115,6 +129,8 @@ class GatheringConfig(GridConfig):
 
 class CleanupConfig(GridConfig):
     """Cleanup (Hughes et al. 2018): apples grow only while the river is clean enough."""
+
+    maps: ClassVar[dict[str, str]] = grid_maps.CLEANUP_MAPS
 
     map: str = Field("default", min_length=1, description="a built-in map (see the scenario's docs) or a path to an ASCII map file")
     agents: int = Field(5, ge=1, le=10_000, description="number of agents")
@@ -151,9 +167,12 @@ class GridModel(SocietyModel):
     maps: ClassVar[dict[str, str]] = {}
     cleanup: ClassVar[bool] = False
     synthesis = True
-    #: rule fields a fork may change (read every step), and the synthesis settings
+    #: rule fields a fork may change (read every step), and the synthesis settings (read by synthesis runs only)
     fork_fields = frozenset({"beam", "beam_length", "beam_width", "hits_to_tag", "timeout_steps", "code_tokens",
                              "code_retries", "step_timeout", "cpu_limit", "memory_limit", "sandbox", "iterations"})
+    fork_conditions = dict.fromkeys(("code_tokens", "code_retries", "step_timeout", "cpu_limit", "memory_limit",
+                                     "sandbox", "iterations"), ({"@policy": "synthesis"},))
+    horizon_bounds = frozenset({"iterations"})  # bounds steps (and names the episodes in the synthesis prompt)
     tick_metric_docs: ClassVar[Mapping[str, str]] = {
         "episode": "the episode this step belongs to (1-based)",
         "apples": "live apples after the step",
@@ -182,7 +201,7 @@ class GridModel(SocietyModel):
 
     def setup(self) -> None:
         c = self.config
-        self.grid_map = grid_maps.load(c.map, self.maps)
+        self.grid_map = grid_maps.load(c.map, c.maps or self.maps)
         plan = self.population_plan(c.agents)
         self.world = GridWorld(self.grid_map, self._rules(), c.agents, self.rng, self.random)
         for policy, strategy, persona in plan:
@@ -260,7 +279,8 @@ class GridModel(SocietyModel):
     # ----- requests ----------------------------------------------------------------------------------------
     def view(self) -> GridView:
         if self._view is None:
-            self._view = GridView(self.world, self.index, self.strategy_of, self.episode_cache, self.cleanup)
+            self._view = GridView(self.world, self.index, self.strategy_of, self.episode_cache, self.cleanup,
+                                  self.step_in_episode())
         return self._view
 
     def _space(self) -> Choice:
@@ -278,9 +298,10 @@ class GridModel(SocietyModel):
                                               "hits_to_tag": w.rules.hits_to_tag, "timeout_steps": w.rules.timeout_steps},
                                              self.config.episode_steps, self.name)
         if self._state is None:
-            self._state = api.encode_state(w.pos, w.orient, w.timeout, w.hits, w._alive(), w.waste, self.step_in_episode())
+            self._state = api.encode_state(w.pos, w.orient, w.timeout, w.hits, w.alive_apples(), w.waste, self.step_in_episode())
         c = self.config
-        return {"program": self.program, "static": self._static, "state": self._state, "index": self.index,
+        program = None if self.program is None else MappingProxyType(self.program)  # read-only: the world's own
+        return {"program": program, "static": self._static, "state": self._state, "index": MappingProxyType(self.index),
                 "actions": self._space().options, "episode": self.episode,
                 "limits": {"memory_mb": c.memory_limit, "cpu_s": c.cpu_limit, "step_s": c.step_timeout}}
 
@@ -319,7 +340,7 @@ class GridModel(SocietyModel):
                  if dist != UNREACHABLE else "No apple can be reached now.")
         rivals = len(w.in_beam(i))
         waste = f" The river's waste share is {w.waste_share():.0%}; apples stop growing at {w.rules.depletion:.0%}." if self.cleanup else ""
-        shared = (f"A {self.name} game on a {w.height}x{w.width} grid: apples are worth 1; live apples {int(w._alive().sum())}."
+        shared = (f"A {self.name} game on a {w.height}x{w.width} grid: apples are worth 1; live apples {int(w.alive_apples().sum())}."
                   f"{waste} Step {self.step_in_episode()} of {self.config.episode_steps}.")
         facing = ("north", "east", "south", "west")[int(w.orient[i])]
         own = (f"You are at row {r}, column {c}, facing {facing}. {apple} Rivals in your beam now: {rivals}."
@@ -495,7 +516,7 @@ class GridModel(SocietyModel):
     # ----- records -----------------------------------------------------------------------------------------
     def scenario_metrics(self) -> dict[str, float]:
         w = self.world
-        out = {"episode": float(self.episode), "apples": float(w._alive().sum()), "collected": float(w.collected.sum()),
+        out = {"episode": float(self.episode), "apples": float(w.alive_apples().sum()), "collected": float(w.collected.sum()),
                "tagged": float(self.sanctioned_count()), "beams": float(w.fired.sum()), "hits": float(len(w.beamed)),
                "fallbacks": float(self.fallbacks_this_step)}
         return out
@@ -504,7 +525,7 @@ class GridModel(SocietyModel):
         w = self.world
         return {"episode": self.episode, "step": self.step_in_episode(),
                 "agents": np.column_stack([w.pos, w.orient, w.timeout]).ravel().tolist(),
-                "apples": "".join("1" if a else "0" for a in w._alive().tolist())}
+                "apples": "".join("1" if a else "0" for a in w.alive_apples().tolist())}
 
     def final_metrics(self) -> dict[str, Optional[float]]:
         n = max(1, len(self.foragers))
@@ -534,6 +555,8 @@ class GatheringModel(GridModel):
     cleanup = False
     probes = GATHERING_PROBES  # validity probes (`societas probe`): scenarios/grid/probes.py
     fork_fields = GridModel.fork_fields | {"regrowth", "respawn_time", "density_radius"}
+    fork_conditions = {**GridModel.fork_conditions, "respawn_time": ({"regrowth": "fixed"},),
+                       "density_radius": ({"regrowth": "density"},)}
     config: GatheringConfig
 
     def _game_rules(self) -> dict[str, Any]:

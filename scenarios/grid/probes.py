@@ -142,7 +142,7 @@ def _beams_at_rivals(request: DecisionRequest, rng: Any) -> str:
 def _beams_when_scarce(request: DecisionRequest, rng: Any) -> str:
     view, i = _view(request)
     w = view.world
-    alive = w._alive()
+    alive = w.alive_apples()
     scarce = len(alive) and alive.mean() < SCARCE
     return "beam" if scarce and len(w.in_beam(i)) else "stand"
 

@@ -13,36 +13,110 @@
   ceil(n x min(1, s / depletion) + 0.5) cooperative agents (by id; at least one) clean — walk to the
   nearest waste and fire the cleaning beam when waste lies in it — and the others harvest as greedy.
 
-Each reads the request's `observation["view"]`, a `GridView` of this tick (read-only by convention): the
-world, the agent's position in it and per-tick and per-episode caches that every agent of the tick shares
-(the distance field to the nearest apple is computed once per tick, not once per agent).
+Each reads the request's `observation["view"]`, a `GridView` of this tick: a read-only window on the world
+(`WorldView`: its arrays cannot be written, its attributes cannot be set), the agent's position in it and
+per-tick and per-episode caches that every agent of the tick shares (the distance field to the nearest apple is
+computed once per tick, not once per agent). What leaves the process (the PettingZoo environment's
+observations) is the view's `as_data()`, a copy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Mapping
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from scenarios.grid.api import bfs_first_step
-from scenarios.grid.world import (ACTIONS, CLEAN, STAND, UNREACHABLE, GridWorld, move, turn_toward)
+from scenarios.grid.world import (ACTIONS, CLEAN, STAND, UNREACHABLE, GridWorld, Rules, move, turn_toward)
 from sim.core.contracts import DecisionRequest
+from sim.core.observations import View, read_only
+
+#: the world's arrays a strategy reads (each as a read-only view)
+_ARRAYS = ("walls", "apples", "waste", "pos", "orient", "timeout", "hits", "apple_pos", "apple_index", "free")
 
 
-class GridView:
-    """What every scripted agent of a tick sees: the world, who is where, and shared caches."""
+class WorldView:
+    """A read-only window on a `GridWorld`: its arrays as views that cannot be written, its rules and its queries
+    (distance fields, beams, local stock); setting an attribute raises. It follows the world as it changes."""
+
+    __slots__ = ("_world", *_ARRAYS)
+
+    def __init__(self, world: GridWorld) -> None:
+        object.__setattr__(self, "_world", world)
+        for name in _ARRAYS:
+            object.__setattr__(self, name, read_only(getattr(world, name)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"the world is read-only to its agents (cannot set {name!r})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"the world is read-only to its agents (cannot delete {name!r})")
+
+    @property
+    def rules(self) -> Rules:
+        return self._world.rules  # frozen
+
+    @property
+    def height(self) -> int:
+        return self._world.height
+
+    @property
+    def width(self) -> int:
+        return self._world.width
+
+    @property
+    def n(self) -> int:
+        return self._world.n
+
+    def distance_field(self, targets: np.ndarray) -> np.ndarray:
+        return self._world.distance_field(targets)
+
+    def descend(self, field: np.ndarray, i: int) -> tuple[int, int]:
+        return self._world.descend(field, i)
+
+    def in_beam(self, i: int, orient: Optional[int] = None) -> np.ndarray:
+        return self._world.in_beam(i, orient)
+
+    def beam_cells(self, i: int, orient: Optional[int] = None) -> list[tuple[int, int]]:
+        return self._world.beam_cells(i, orient)
+
+    def local_stock(self, alive: Optional[np.ndarray] = None) -> np.ndarray:
+        return self._world.local_stock(alive)
+
+    def waste_share(self) -> float:
+        return self._world.waste_share()
+
+    def alive_apples(self) -> np.ndarray:
+        """Which of the map's apple cells hold an apple now (a copy)."""
+        return self._world.alive_apples()
+
+
+class GridView(View):
+    """What every scripted agent of a tick sees: the world (read-only), who is where, and shared caches."""
 
     def __init__(self, world: GridWorld, index: Mapping[int, int], strategies: Mapping[int, str], episode: dict,
-                 cleanup: bool) -> None:
-        self.world = world
-        self.index = index  # agent id -> its position in the world's arrays
-        self.strategies = strategies  # agent id -> scripted strategy (who is cooperative)
+                 cleanup: bool, step: int = 0) -> None:
+        self.world = WorldView(world)
+        self.index = MappingProxyType(index)  # agent id -> its position in the world's arrays
+        self.strategies = MappingProxyType(strategies)  # agent id -> scripted strategy (who is cooperative)
         self.episode = episode  # per-episode cache (zones), emptied when an episode starts
         self.cleanup = cleanup
+        self.step = step  # the step of the episode
         self._fields: dict[str, np.ndarray] = {}
+
+    def as_data(self) -> dict[str, Any]:
+        """The tick's world as plain data (copies): the map, apples, waste, every agent's position, orientation,
+        timeout and beam hits (by position; `index` maps agent ids to positions) and the rules."""
+        w = self.world
+        return {"height": w.height, "width": w.width, "step": self.step, "walls": w.walls.copy(),
+                "apples": w.apples.copy(), "waste": w.waste.copy(), "apple_pos": w.apple_pos.copy(),
+                "agent_pos": w.pos.copy(), "agent_orient": w.orient.copy(), "agent_timeout": w.timeout.copy(),
+                "agent_beam_hits": w.hits.copy(), "index": dict(self.index), "rules": dataclasses.asdict(w.rules)}
 
     def field(self, name: str) -> np.ndarray:
         """The distance field to the nearest live apple (`apple`) or waste cell (`waste`), once per tick."""

@@ -19,8 +19,9 @@ environment step for every agent:
 4. each active agent on a live apple takes it (+1), in agent order.
 
 Departures from the code, each without effect on its maps: a beam stops at the first wall in each of its
-lanes (the code skips wall cells and goes on past them; its maps have walls only at the border); agents
-may share a cell, as there.
+lanes (the code skips wall cells and goes on past them; its maps have walls only at the border); an agent
+may step onto the cell of a tagged-out agent, so the two share it once the timeout ends, as there. At the start
+every agent has a cell of its own: a config with more agents than the map's start cells is refused.
 """
 
 from __future__ import annotations
@@ -104,9 +105,10 @@ class GridWorld:
         self.fired = np.zeros(n_agents, dtype=np.int32)  # tagging beams fired this step, by agent
         self.cleaned = 0  # waste cells cleared this step
         self.collected = np.zeros(n_agents, dtype=np.int32)  # apples taken this step, by agent
-        self._neighbours = self._density_pairs() if rules.regrowth == "density" else None
         self.free = ~self.walls
         self._adjacent = self._adjacency()
+        taken = set(grid_map.spawns)  # where agents start after the spawn points: the other open cells (linear in them)
+        self._extra_cells = [p for p in (grid_map.open_cells or grid_map.spawns) if p not in taken] or list(grid_map.spawns)
 
     # ----- the episode ---------------------------------------------------------------------------------
     def reset(self) -> None:
@@ -114,12 +116,12 @@ class GridWorld:
         every apple alive, the map's polluted river cells polluted, no timeouts."""
         spawns = list(self.map.spawns)
         order = self.rng.permutation(len(spawns)) if spawns else []
-        cells = [p for p in (self.map.open_cells or self.map.spawns) if p not in set(spawns)] or list(self.map.spawns)
+        cells = self._extra_cells
         extra = self.rng.permutation(len(cells))
         for i in range(self.n):
             if i < len(spawns):
                 self.pos[i] = spawns[int(order[i])]
-            else:  # distinct open cells while they last (then shared ones)
+            else:  # distinct open cells (the config refuses more agents than the map has start cells for)
                 k = i - len(spawns)
                 self.pos[i] = cells[int(extra[k % len(cells)])]
             self.orient[i] = int(self.rng.integers(4))
@@ -269,7 +271,7 @@ class GridWorld:
             return r.apple_respawn_prob
         return (1.0 - (share - r.restoration) / (r.depletion - r.restoration)) * r.apple_respawn_prob
 
-    def _alive(self) -> np.ndarray:
+    def alive_apples(self) -> np.ndarray:
         return self.apples[self.apple_pos[:, 0], self.apple_pos[:, 1]] if len(self.apple_pos) else np.zeros(0, dtype=bool)
 
     def _regrow(self) -> None:
@@ -277,13 +279,13 @@ class GridWorld:
         if not len(self.apple_pos) and rules.regrowth != "cleanup":
             return
         if rules.regrowth == "fixed":
-            dead = ~self._alive()
+            dead = ~self.alive_apples()
             self.apple_timer[dead] -= 1
             back = dead & (self.apple_timer <= 0)
             self.apple_timer[back] = 0
             self.apples[self.apple_pos[back, 0], self.apple_pos[back, 1]] = True
         elif rules.regrowth == "density":
-            alive = self._alive()
+            alive = self.alive_apples()
             dead = np.flatnonzero(~alive)
             if not len(dead):
                 return
@@ -305,17 +307,28 @@ class GridWorld:
                 return
             occupied_cells = np.zeros(self.walls.shape, dtype=bool)
             occupied_cells[self.pos[:, 0], self.pos[:, 1]] = True
-            empty = np.flatnonzero(~self._alive() & ~occupied_cells[self.apple_pos[:, 0], self.apple_pos[:, 1]])
+            empty = np.flatnonzero(~self.alive_apples() & ~occupied_cells[self.apple_pos[:, 0], self.apple_pos[:, 1]])
             if not len(empty):
                 return
             back = empty[self.rng.random(len(empty)) < chance]
             self.apples[self.apple_pos[back, 0], self.apple_pos[back, 1]] = True
 
     def local_stock(self, alive: Optional[np.ndarray] = None) -> np.ndarray:
-        """Density regrowth: each apple point's live apples within `density_radius` (as floats)."""
-        alive = self._alive() if alive is None else alive
-        i, j = self._neighbours
-        return np.bincount(i, weights=alive[j].astype(np.float64), minlength=len(alive))
+        """Density regrowth: each apple point's other live apples within Chebyshev distance `density_radius` (as
+        floats). A box sum over the map's cumulative sums: O(map) a step whatever the radius, read from the rules at
+        every step (a fork may change the radius, or switch to density regrowth)."""
+        alive = self.alive_apples() if alive is None else alive
+        if not len(self.apple_pos):
+            return np.zeros(0, dtype=np.float64)
+        grid = np.zeros((self.height + 1, self.width + 1), dtype=np.int64)
+        grid[self.apple_pos[:, 0] + 1, self.apple_pos[:, 1] + 1] = alive
+        sums = grid.cumsum(axis=0).cumsum(axis=1)
+        k = self.rules.density_radius
+        r, c = self.apple_pos[:, 0], self.apple_pos[:, 1]
+        r0, r1 = np.maximum(r - k, 0), np.minimum(r + k, self.height - 1) + 1
+        c0, c1 = np.maximum(c - k, 0), np.minimum(c + k, self.width - 1) + 1
+        box = sums[r1, c1] - sums[r0, c1] - sums[r1, c0] + sums[r0, c0]
+        return (box - alive).astype(np.float64)
 
     def _collect(self, rewards: np.ndarray) -> None:
         apples, timeout, pos = self.apples, self.timeout, self.pos
@@ -336,16 +349,6 @@ class GridWorld:
         active = self.timeout == 0
         np.add.at(occupied, (self.pos[active, 0], self.pos[active, 1]), 1)
         return occupied
-
-    def _density_pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """(i, j) for every pair of distinct apple points within Chebyshev distance `density_radius`."""
-        p = self.apple_pos
-        if not len(p):
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        d = np.maximum(np.abs(p[:, None, 0] - p[None, :, 0]), np.abs(p[:, None, 1] - p[None, :, 1]))
-        near = (d <= self.rules.density_radius) & ~np.eye(len(p), dtype=bool)
-        i, j = np.nonzero(near)
-        return i, j
 
     # ----- paths ---------------------------------------------------------------------------------------
     def _adjacency(self) -> list[tuple[int, ...]]:

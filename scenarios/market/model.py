@@ -179,6 +179,10 @@ class MarketModel(SocietyModel):
     tick_noun = "round"
     #: read as the ticks go (the market, its customers, businesses, roles and latencies are built at the start)
     fork_fields = frozenset({"search", "bandwidth", "baseline_draws", "customer_view", "offer_notes", "menu_prompt"})
+    fork_conditions = {  # what only LLM customers or businesses read (sim.tick.model.SocietyModel)
+        **dict.fromkeys(("customer_view", "offer_notes"), ({"@policy": "llm", "llm_side": ("both", "customers")},)),
+        "menu_prompt": ({"@policy": "llm", "llm_side": ("both", "businesses")},),
+    }
     config: MarketConfig
 
     # ----- setup ------------------------------------------------------------------------------

@@ -147,6 +147,11 @@ class SocialModel(SocietyModel):
                              "epsilon", "mu", "like_minded", "topic", "post_rate", "reward_sensitivity", "upvote_value",
                              "downvote_value", "reply_value", "reply_bonus", "show_reward", "text_tokens", "metric_every",
                              "metric_sample", "path_sources", "cluster_gap", "stance_readback"})
+    fork_conditions = {  # what the world reads only under some condition (sim.tick.model.SocietyModel)
+        **dict.fromkeys(("show_reward", "stance_readback", "text_tokens", "topic"), ({"@policy": "llm"},)),
+        # the scripted opinion update: scripted members, and LLM members whose stance is not read back from their text
+        **dict.fromkeys(("mu", "opinion_model"), ({"@policy": "scripted"}, {"stance_readback": False})),
+    }
     config: SocialConfig
 
     #: published values for a real network of AI agents, shown beside a run's (see analysis/reference.py)

@@ -161,7 +161,35 @@ def fit_widths(headers: Sequence[str], cells: Sequence[Sequence[str]], width: in
 
 def main() -> None:
     """Console-script entry: bad input (ours or the parser's) is one line on stderr and exit code 2; a closed
-    pipe (`| head`) ends quietly with exit 0; Ctrl-C outside a run exits 130."""
+    pipe (`| head`) ends quietly with exit 0, whatever was writing (a command, the help of any command: typer's
+    help console exits 1 on a closed pipe); Ctrl-C outside a run exits 130."""
+    try:
+        code = _dispatch()
+        _flush_or_quiet()
+    except SystemExit as exc:
+        if _closed_pipe(exc):
+            _quiet_broken_pipe()
+        raise
+    sys.exit(code)
+
+
+def _closed_pipe(exc: BaseException) -> bool:
+    """Whether `exc` ends a write to a closed pipe: raised while handling one (rich's console and click's printing
+    exit that way) or after click wrapped stdout to keep such an exit quiet."""
+    if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        return True
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, (BrokenPipeError, PipeClosed)) or (isinstance(seen, OSError) and seen.errno == errno.EPIPE):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _dispatch() -> int:
+    """Run the command line; its exit code (bad input: 2)."""
     try:
         code = app(standalone_mode=False, prog_name="societas")
     except UsageError as exc:
@@ -179,13 +207,7 @@ def main() -> None:
         if exc.errno != errno.EPIPE:
             raise
         _quiet_broken_pipe()
-    except SystemExit:
-        # the parser's own handling of a closed pipe (a plain print): it wraps stdout to keep it quiet, then exits 1
-        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
-            _quiet_broken_pipe()
-        raise
-    _flush_or_quiet()
-    sys.exit(code if isinstance(code, int) else 0)
+    return code if isinstance(code, int) else 0
 
 
 def _parser_error(exc: Any) -> int:

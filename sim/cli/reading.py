@@ -256,20 +256,24 @@ def export(
 
 
 @app.command()
-def replay(run_id: str, db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
+def replay(run_id: str, db: Optional[str] = DbOption, as_json: bool = JsonOption,
+           keep: bool = typer.Option(False, "--store", help="store the replay as a run of its own (origin replay); "
+                                                            "by default it is compared and nothing is written")) -> None:
     """Re-run a stored run from the LLM cache (no model needed) and report whether every stored tick matched.
 
-    An unfinished run (interrupted, failed, killed) is replayed for the ticks it has, and said to be incomplete.
+    Nothing is written unless --store. An unfinished run (interrupted, failed, killed) is replayed for the ticks it
+    has, and said to be incomplete.
     """
     from sim.runner.replay import replay_run
 
     store = open_store(db, create=False)
-    report = replay_run(store, store.get_run(run_id).id)
+    report = replay_run(store, store.get_run(run_id).id, keep=keep)
     if as_json:
         print(json.dumps(report))
     else:
         verdict = "[green]every tick matched[/]" if report["matched"] else "[red]MISMATCH[/]"
-        out.print(f"replay of {report['run_id']} as {report['replay_run_id']}: {report['ticks']} ticks, {verdict}")
+        stored = f" as {report['replay_run_id']}" if report["replay_run_id"] else ""
+        out.print(f"replay of {report['run_id']}{stored}: {report['ticks']} ticks, {verdict}")
         if report.get("incomplete"):
             out.print(f"  the original run is incomplete ({report['incomplete']}): only its {report['ticks']} stored ticks were compared",
                       soft_wrap=True)

@@ -33,13 +33,16 @@ class Choice:
 
     def validate(self, value: Any) -> str:
         """Return `value` as an option, or raise SpaceError."""
-        text = str(value).strip()
+        try:
+            text = str(value).strip()
+        except Exception as exc:  # noqa: BLE001 - a value that cannot be printed (a 5,000-digit int) is no option
+            raise SpaceError(f"{shown(value)} is not one of {list(self.options)}") from exc
         if text in self.options:
             return text
         lowered = {o.lower(): o for o in self.options}
         if text.lower() in lowered:
             return lowered[text.lower()]
-        raise SpaceError(f"{value!r} is not one of {list(self.options)}")
+        raise SpaceError(f"{shown(value)} is not one of {list(self.options)}")
 
     def describe(self) -> str:
         return "one of: " + ", ".join(self.options)
@@ -70,10 +73,12 @@ class Number:
             raise SpaceError(f"{value!r} is not a number")
         try:
             x = float(value)
+        except OverflowError as exc:  # an integer past the floats (10**400)
+            raise SpaceError(f"{shown(value)} is not a finite number") from exc
         except (TypeError, ValueError) as exc:
-            raise SpaceError(f"{value!r} is not a number") from exc
+            raise SpaceError(f"{shown(value)} is not a number") from exc
         if not math.isfinite(x):
-            raise SpaceError(f"{value!r} is not a finite number")
+            raise SpaceError(f"{shown(value)} is not a finite number")
         if x < self.lo - 1e-9 or x > self.hi + 1e-9:
             raise SpaceError(f"{x:g} is outside [{self.lo:g}, {self.hi:g}]")
         return self.snap(x)
@@ -122,7 +127,7 @@ class Text:
 
     def validate(self, value: Any) -> str:
         if not isinstance(value, str):
-            raise SpaceError(f"{value!r} is not text")
+            raise SpaceError(f"{shown(value)} is not text")
         return value.strip()
 
     def describe(self) -> str:
@@ -152,7 +157,7 @@ class Form:
 
     def validate(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise SpaceError(f"{value!r} is not a mapping of fields")
+            raise SpaceError(f"{shown(value)} is not a mapping of fields")
         missing = [k for k, _ in self.fields if k not in value]
         if missing:
             raise SpaceError(f"missing fields {missing}")
@@ -166,6 +171,15 @@ class Form:
 
 
 Space = Union[Choice, Number, Text, Form]
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """`repr(value)` for an error message, cut to `limit` characters; by its type when it cannot be printed."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a value from outside may refuse to print (an int of 5,000 digits)
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def space_key(space: Space) -> str:

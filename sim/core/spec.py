@@ -13,6 +13,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sim.core.fields import StrictNumbers
 from sim.core.profiles import VERSIONS, DecisionProfile, profile
 
 
@@ -22,7 +23,7 @@ POLICIES = ("scripted", "llm", "synthesis")
 Policy = Literal["scripted", "llm", "synthesis"]
 
 
-class LLMSpec(BaseModel):
+class LLMSpec(StrictNumbers):
     """Which LLM backend plays the `llm` policy and how it samples."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -8,6 +8,7 @@ request the agent has now: a value of its `sim.core.spaces` space (a number, an 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -39,8 +40,10 @@ class DecisionSpace(gymnasium.spaces.Space):
 
     @property
     def space(self) -> Optional[Space]:
-        """The space of the agent's pending request (None: it decides nothing at this step)."""
-        return self._pending()
+        """The space of the agent's pending request (None: it decides nothing at this step): a copy, as observations
+        are (the request's own is what its answer is checked against)."""
+        space = self._pending()
+        return None if space is None else copy.deepcopy(space)
 
     def sample(self, mask: Any = None, probability: Any = None) -> Any:
         space = self._pending()

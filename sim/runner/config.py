@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from agents.llm.prompts import get_template
 from scenarios.registry import get_scenario, reference_of
 from sim.core.errors import UsageError
+from sim.core.fields import NumberError
 from sim.core.profiles import CONTRACT, profile
 from sim.core.refs import absolute, is_reference, load_strategy
 from sim.core.spec import POLICIES, LLMSpec, RunSpec, policies_used
@@ -177,6 +178,9 @@ def describe_error(exc: ValidationError, model: type[BaseModel], prefix: str = "
     """The first validation error as one line naming the field and what is allowed."""
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
+    number = (err.get("ctx") or {}).get("error")
+    if isinstance(number, NumberError):  # (raised for the whole model: its field is in the error)
+        return f"bad value for {prefix + (loc + '.' if loc else '') + number.field!r}: {number.problem}"
     field = f"{prefix}{loc}" if loc else prefix.rstrip(".") or "config"
     if err["type"] == "extra_forbidden":
         valid = ", ".join(model.model_fields)

@@ -8,8 +8,8 @@ branch are copies of its parent's, and whose config is swapped for the changed o
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Optional
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Optional
 
 from agents.llm.base import LLM
 from scenarios.registry import get_scenario
@@ -32,8 +32,55 @@ BASE_FORK_FIELDS = frozenset({"reward_mode", "lam", "feedback", "reward_weights"
 
 
 def fork_fields(cls: type[SocietyModel]) -> frozenset[str]:
-    """Config fields a fork may change mid-run: the reward layer's, the horizon, and the scenario's `fork_fields`."""
-    return BASE_FORK_FIELDS | {cls.horizon_field} | frozenset(cls.fork_fields)
+    """Config fields a fork may change mid-run: the reward layer's, the horizon (and the fields that bound it), and the
+    scenario's `fork_fields` (some of them only where their `fork_conditions` hold: `unread_change`)."""
+    return BASE_FORK_FIELDS | {cls.horizon_field} | frozenset(cls.fork_fields) | frozenset(cls.horizon_bounds)
+
+
+def unread_change(cls: type[SocietyModel], field: str, config: Mapping[str, Any], policy: str,
+                  changed: Collection[str] = ()) -> Optional[str]:
+    """Why changing `field` in a fork whose config (after the change) is `config` (the run's `policy`) would change
+    nothing the world reads after the branch; None when it changes something (`SocietyModel.fork_conditions`)."""
+    horizon = cls.horizon_field
+    if field in cls.horizon_bounds and field not in cls.fork_fields and horizon not in changed:
+        return f"field {field!r} only bounds the horizon once the world is built: change {horizon!r} with it"
+    conditions = cls.fork_conditions.get(field)
+    if not conditions or (field in cls.horizon_bounds and horizon in changed):
+        return None
+    plays = _who_plays(cls, config, policy)
+    if any(all(_holds(key, want, config, plays) for key, want in c.items()) for c in conditions):
+        return None
+    when = " or ".join(" and ".join(_condition_text(key, want) for key, want in c.items()) for c in conditions)
+    return (f"field {field!r} would change nothing after the branch: {cls.name or cls.__qualname__} reads it only {when}"
+            " (change that too, or leave it)")
+
+
+def _who_plays(cls: type[SocietyModel], config: Mapping[str, Any], policy: str) -> dict[str, frozenset[str]]:
+    """The policies the run's agents play and the strategies its scripted agents play."""
+    groups = config.get("population") or [{}]
+    default = config.get("strategy", cls.default_strategy)
+    roles = [((g.get("policy") or policy), g.get("strategy") or default) for g in groups]
+    return {"@policy": frozenset(p for p, _ in roles), "@strategy": frozenset(s for p, s in roles if p == "scripted")}
+
+
+def _holds(key: str, want: Any, config: Mapping[str, Any], plays: Mapping[str, frozenset[str]]) -> bool:
+    wanted = want if isinstance(want, tuple) else (want,)
+    if key in plays:
+        return bool(plays[key] & set(wanted))
+    return config.get(key) in wanted
+
+
+def _condition_text(key: str, want: Any) -> str:
+    shown = "|".join(map(_yaml, want)) if isinstance(want, tuple) else _yaml(want)
+    if key == "@policy":
+        return f"when some agents play {shown}"
+    if key == "@strategy":
+        return f"when some scripted agents play {shown}"
+    return f"with {key}={shown}"
+
+
+def _yaml(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 # ----- resume ------------------------------------------------------------------------------------------------
@@ -77,8 +124,10 @@ def fork_spec(store: Store, parent: Run, at: int, sets: list[str]) -> tuple[RunS
     spec = RunSpec.model_validate(parent.spec)
     cls = get_scenario(spec.scenario)
     changes = parse_sets(sets)
+    if "ticks" in changes and "ticks" not in cls.Config.model_fields:  # as `run` takes it: the horizon
+        changes[cls.horizon_field] = changes.pop("ticks")
     for key in changes:
-        if key in RESERVED:
+        if key in RESERVED and key not in cls.Config.model_fields:
             raise UsageError(f"--set {key}: a fork keeps its parent's {key}; only config fields may change")
     config = validate_config(cls.Config, deep_merge(spec.config, changes)).model_dump(mode="json")
     changed = sorted(k for k in config if config[k] != spec.config.get(k))
@@ -87,6 +136,10 @@ def fork_spec(store: Store, parent: Run, at: int, sets: list[str]) -> tuple[RunS
     if refused:
         raise UsageError(f"field {refused[0]!r} cannot change mid-run (it shapes the world or the agents built at the "
                          f"start); fields that may change in a fork of {cls.name or cls.__qualname__}: {', '.join(sorted(may))}")
+    for k in changed:
+        why = unread_change(cls, k, config, spec.policy, changed)
+        if why:
+            raise UsageError(why)
     if not 0 <= at <= parent.ticks:
         raise UsageError(f"bad value for '--at': {at}; run {parent.id} has committed ticks 1..{parent.ticks} (use 0..{parent.ticks})")
     if parent.status == "collapsed" and at == parent.ticks:

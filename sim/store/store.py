@@ -205,6 +205,12 @@ class Store:
         with Session(self.engine) as s:
             return list(s.exec(select(Run).order_by(Run.created_at)).all())
 
+    def forks_of(self, parent_id: str, branch_tick: int) -> list[Run]:
+        """The forks of `parent_id` at `branch_tick` (rollouts among them), oldest first."""
+        with Session(self.engine) as s:
+            return list(s.exec(select(Run).where(Run.parent_id == parent_id, Run.branch_tick == branch_tick,
+                                                 Run.origin == "fork").order_by(Run.created_at)).all())
+
     def _rows(self, model: type[SQLModel], run_id: str) -> list[Any]:
         with Session(self.engine) as s:
             return list(s.exec(select(model).where(model.run_id == run_id).order_by(*_order(model))).all())

@@ -8,16 +8,17 @@ population's counts add up to the scenario's `count_field`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import ClassVar, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from sim.core.fields import StrictNumbers
 from sim.core.spec import Policy
 from sim.reward.components import DEFAULT_WEIGHTS
 from sim.reward.rewards import FeedbackMode, RewardMode
 
 
-class PopulationGroup(BaseModel):
+class PopulationGroup(StrictNumbers):
     """A group of agents sharing a policy (mixed populations: e.g. 4 LLM + 1 greedy)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -30,24 +31,14 @@ class PopulationGroup(BaseModel):
                        "GovSim's outsider joins in month 4); scenarios that support late entry only")
 
 
-class ScenarioConfig(BaseModel):
+class ScenarioConfig(StrictNumbers):
     """Fields every scenario has: the reward layer's settings, population and memory sizes.
 
-    Values must be finite (`inf`/`nan` are refused) and a boolean is never taken for a number.
+    Values must be finite (`inf`/`nan` are refused) and at most `MAX_MAGNITUDE` in size; a boolean or a string is
+    never taken for a number, in a field or inside one (`reward_weights: {payoff: true}`): `StrictNumbers`.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, data: Any) -> Any:
-        """`fishers=true` must not become 1: a bool is accepted only by a bool field."""
-        if isinstance(data, dict):
-            for name, value in data.items():
-                f = cls.model_fields.get(name)
-                if f is not None and isinstance(value, bool) and f.annotation in (int, float):
-                    raise ValueError(f"{name!r} must be a number, not {str(value).lower()}")
-        return data
 
     reward_mode: RewardMode = Field("private", description="what agents are rewarded: own, integrated or group payoff")
     lam: float = Field(0.0, ge=0.0, le=10.0, description="weight of others' payoffs in integrated mode")

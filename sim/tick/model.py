@@ -8,6 +8,7 @@ layer, the norm ledger and the per-tick record handed to the store.
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter
@@ -69,6 +70,15 @@ class SocietyModel(mesa.Model):
     #: only when it builds the world. The reward layer's (reward_mode, lam, feedback) and the horizon always
     #: may; a fork that changes any other field is refused before it is stored
     fork_fields: ClassVar[frozenset[str]] = frozenset()
+    #: fork fields the world reads only under some condition: field -> conditions, any one of which suffices, each a
+    #: mapping of config field -> the value it must have (a tuple: one of them), "@policy" -> a policy some agent plays
+    #: or "@strategy" -> a strategy some scripted agent plays. A fork that changes such a field where no condition holds
+    #: (after the change) is refused: it would store a change nothing reads (the grid's density_radius under fixed
+    #: regrowth; the fishery's reasoning without LLM fishers)
+    fork_conditions: ClassVar[Mapping[str, Sequence[Mapping[str, Any]]]] = {}
+    #: fields that only bound the horizon (the donor game's generations bounds total_rounds): nothing reads them once
+    #: the world is built, so a fork may change one only together with the horizon
+    horizon_bounds: ClassVar[frozenset[str]] = frozenset()
     #: what one tick is, in the words agents read ("month", "round", "tick"): their memory lines are dated by it
     tick_noun: ClassVar[str] = "tick"
     #: whether a population group may join after tick 1 (`enter`); a scenario that says so keeps absent agents
@@ -425,11 +435,13 @@ class SocietyModel(mesa.Model):
             if not self.running and self.status != "running":
                 break
         payoffs = self.payoffs()
+        _refuse_non_finite(self.tick, "payoff", payoffs)
         components: Optional[dict[str, Mapping[int, float]]] = None
         if self.profile.reward_components:
             components = common_components(payoffs, self.norms.events)
             components.update(self.reward_components())
         rewards = self.reward_layer.rewards(payoffs, components)
+        _refuse_non_finite(self.tick, "reward", rewards)
         sanctioned = self.sanctioned_count()
         self.perolat.n_agents = len(self.agents)
         # Perolat's four are over the material payoffs (profile `metrics` 2); the first profiles took the shaped rewards
@@ -477,6 +489,21 @@ class SocietyModel(mesa.Model):
             {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
             None if components is None else vectors(components, ids),
         )
+
+
+class NonFiniteReward(ArithmeticError):
+    """A payoff or reward that is not a finite number: the run stops (stored as failed) before the tick is stored."""
+
+
+def _refuse_non_finite(tick: int, what: str, values: Mapping[int, float]) -> None:
+    """Stop the run at a payoff or reward that is inf or NaN (a scenario's or a weighting's overflow), naming it, instead
+    of storing it (a NaN reward once failed a NOT NULL column with the SQL in the message; an inf one replayed as
+    matched while rollouts failed on it). O(n): one sum; each value is looked at only when the sum is not finite."""
+    if values and not math.isfinite(sum(values.values())):
+        bad = next(((a, v) for a, v in values.items() if not math.isfinite(v)), None)
+        if bad is not None:
+            raise NonFiniteReward(f"tick {tick}: agent {bad[0]}'s {what} is {bad[1]} (not a finite number: the "
+                                  "reward weights or the scenario's values overflow)")
 
 
 def reward_layer(config: ScenarioConfig) -> RewardLayer:
