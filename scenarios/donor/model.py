@@ -226,7 +226,7 @@ class DonorModel(SocietyModel):
     def _rules(self) -> str:
         c = self.config
         shown = self.survivor_texts[:MAX_SURVIVOR_STRATEGIES]
-        survivors = tpl.SURVIVORS.substitute(strategies=" ".join(self.quoted(t, STRATEGY_CHARS, legacy=t[:STRATEGY_CHARS])
+        survivors = tpl.SURVIVORS.substitute(strategies=" ".join(self.quoted(t, STRATEGY_CHARS)
                                                                  for t in shown)) if shown else ""
         key = (self.generation, len(shown))
         if getattr(self, "_rules_key", None) != key:

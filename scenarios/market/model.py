@@ -34,17 +34,16 @@ from scenarios.market import data as mdata
 from scenarios.market import measures
 from scenarios.market import templates as tpl
 from scenarios.market.data import Business, Customer, Market
+from scenarios.market.editions import EDITIONS, MarketEdition
 from scenarios.market.search import ALGORITHMS, SearchIndex
 from scenarios.market.strategies import BUSINESS_STRATEGIES, CUSTOMER_STRATEGIES, LEAVE, STRATEGIES, WAIT, inquiry, search_query
 from scenarios.market.probes import PROBES
 from sim.core.contracts import Decision, DecisionRequest
 from sim.core.rng import derive_seed
 from sim.core.spaces import Choice, Number, Text
-from sim.core.text import one_line
 from sim.tick.config import ScenarioConfig
 from sim.tick.model import SocietyModel
 
-MAX_DESCRIPTION = 600  # characters of a business description quoted in a prompt
 MAX_INQUIRIES_SHOWN = 6  # inquiries quoted in one business prompt
 INFLUENCE_METHOD = ("paid a manipulative business that the control ranking "
                     "(cheapest proposal meeting items and amenities) does not pick")
@@ -179,7 +178,9 @@ class MarketModel(SocietyModel):
     tick_noun = "round"
     #: read as the ticks go (the market, its customers, businesses, roles and latencies are built at the start)
     fork_fields = frozenset({"search", "bandwidth", "baseline_draws", "customer_view", "offer_notes", "menu_prompt"})
+    editions = EDITIONS  # what changed between decision contracts: scenarios.market.editions
     config: MarketConfig
+    edition: MarketEdition
 
     # ----- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -208,12 +209,9 @@ class MarketModel(SocietyModel):
         self.manipulated = frozenset(k for k, b in enumerate(m.businesses) if b.id in manipulated)
         self.tracked = self.manipulated | {k for k, b in enumerate(m.businesses) if b.id == m.target}
         self._optimal = measures.optimal_welfare(m, self.index)
-        # the welfare ratio's optimum: at the lowest prices the sellers may charge (profile `metrics` 2; the first
-        # definitions divided by the menu-price optimum, which a run whose businesses discount exceeds)
-        self._ratio_optimum = self._optimal
+        # what the welfare ratio divides by (the run's edition: the optimum at the lowest prices the sellers may charge)
         floors = [b.floor_pct if b.policy == "llm" or b.strategy == "discount" else 100 for b in self.sellers]
-        if self.profile.metrics >= 2 and min(floors, default=100) < 100:  # (else it is the menu optimum just computed)
-            self._ratio_optimum = measures.optimal_welfare_at_floor(m, self.index, floors)
+        self._ratio_optimum = self.edition.ratio_optimum(m, self.index, floors, self._optimal)
         self.totals = dict(payments=0, met=0, first=0, rank_sum=0, proposals=0, messages=0, replies=0, influenced=0,
                            tracked=0, welfare=0.0, revenue=0.0, left=0, timed_out=0)
         self.tick_counts: dict[str, float] = {}
@@ -295,7 +293,7 @@ class MarketModel(SocietyModel):
     # ----- customers --------------------------------------------------------------------------
     def _customer_text(self, s: Shopper) -> str:
         cu = s.customer
-        request = self.quoted(cu.request) if self.profile.quoted_text else cu.request.strip()
+        request = self.edition.request(cu.request)
         if self.config.customer_view == "request":  # Magentic's assistant: the request text alone
             return tpl.CUSTOMER_RULES_REQUEST + "\n" + tpl.CUSTOMER_REQUEST.substitute(request=request)
         items = ", ".join(f"{self.named(i)} (worth ${v:.2f})" for i, v in cu.items.items())
@@ -305,7 +303,7 @@ class MarketModel(SocietyModel):
     def _listing(self, n: int, k: int) -> str:
         seller = self.sellers[k]
         has = [self.named(a) for a, v in seller.business.amenities.items() if v]
-        description = self.quoted(seller.description, MAX_DESCRIPTION, legacy=seller.description[:MAX_DESCRIPTION].strip())
+        description = self.edition.description(seller.description)
         return tpl.LISTING.substitute(n=n, name=self.named(seller.business.name), description=description,
                                       amenities=", ".join(has) or "none")
 
@@ -431,7 +429,7 @@ class MarketModel(SocietyModel):
             shown = []
             menu_prompt = self.config.menu_prompt
             for q in due[:MAX_INQUIRIES_SHOWN]:
-                text = self.quoted(q.text, 300, legacy=q.text[:300])
+                text = self.quoted(q.text, 300)
                 if menu_prompt:  # Magentic's business reads the message; its menu is in its own text
                     shown.append(tpl.INQUIRY_TEXT.substitute(text=text))
                     continue
@@ -494,12 +492,12 @@ class MarketModel(SocietyModel):
         return p
 
     def _label(self, s: Shopper, p: Proposal) -> str:
-        """The proposal's option in the customer's pay choice: the business name (on one line, quotes and role markers
-        defused: `one_line`, under profiles with `quoted_text`), made unique."""
+        """The proposal's option in the customer's pay choice: the business name as the run's edition writes an option
+        (on one line, quotes and role markers defused: `one_line`), made unique."""
         name = self._option_names.get(p.business)
         if name is None:  # once per business (a large market makes tens of thousands of proposals a tick)
             raw = self.sellers[p.business].business.name
-            name = (one_line(raw) if self.profile.quoted_text else raw.strip()) or self.market.businesses[p.business].id
+            name = self.edition.option(raw) or self.market.businesses[p.business].id
             self._option_names[p.business] = name
         taken = {q.option.lower() for q in s.proposals} | {WAIT, LEAVE}
         return name if name.lower() not in taken else f"{name} ({self.market.businesses[p.business].id})"
@@ -570,8 +568,7 @@ class MarketModel(SocietyModel):
         n = len(self.shoppers)
         revenues = [b.revenue for b in self.sellers]
         seed = derive_seed(self.seed, "baselines")
-        corrected = self.profile.metrics >= 2
-        draws = self.config.baseline_draws or (measures.baseline_draws(n) if corrected else 200)
+        baselines, draws = self.edition.baselines(m, self.index, n, self.config.baseline_draws, seed)
         ref = (m.baselines or {}).get("pick_optimal_baseline", {}).get("constant")
         out = {
             "welfare": t["welfare"],
@@ -579,10 +576,7 @@ class MarketModel(SocietyModel):
             "welfare_ratio": t["welfare"] / self._ratio_optimum if self._ratio_optimum else None,
             "reference_optimal_welfare": ref,
             "baseline_cheapest": measures.cheapest_welfare(m, self.index),
-            "baseline_any_median": measures.random_welfare_median(m, self.index, amenities=False, draws=draws, seed=seed,
-                                                                  exact_stream=not corrected),
-            "baseline_any_amenities_median": measures.random_welfare_median(
-                m, self.index, amenities=True, draws=draws, seed=seed + 1, exact_stream=not corrected),
+            **baselines,
             "needs_met_rate": t["met"] / n,
             "payment_rate": t["payments"] / n,
             "left_rate": t["left"] / n,
@@ -599,9 +593,7 @@ class MarketModel(SocietyModel):
             "customers_n": float(n),
             "businesses_n": float(len(self.sellers)),
         }
-        if corrected:
-            out["optimal_welfare_at_floor"] = self._ratio_optimum
-            out["baseline_draws"] = float(draws)
+        out.update(self.edition.figures(self._ratio_optimum, draws))
         return out
 
     final_metric_docs = {

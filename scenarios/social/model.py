@@ -38,6 +38,7 @@ from scenarios.social import feed as feeds
 from scenarios.social import metrics as M
 from scenarios.social import opinions
 from scenarios.social import templates as tpl
+from scenarios.social.editions import EDITIONS, SocialEdition
 from scenarios.social.graph import GENERATED, MAX_COMPLETE, build_graph, edgelist_nodes
 from scenarios.social.items import Items
 from scenarios.social.strategies import STRATEGIES
@@ -45,7 +46,6 @@ from scenarios.social.probes import PROBES
 
 StrategyName = Literal["engaged", "lurker", "broadcaster", "random"]
 VERBS = ("comment", "upvote", "downvote", "follow", "unfollow")
-TEXT_SHOWN = 120  # characters of an item's text quoted in a prompt
 STANCE_SPACE = Choice(tpl.STANCES)
 
 
@@ -147,7 +147,9 @@ class SocialModel(SocietyModel):
                              "epsilon", "mu", "like_minded", "topic", "post_rate", "reward_sensitivity", "upvote_value",
                              "downvote_value", "reply_value", "reply_bonus", "show_reward", "text_tokens", "metric_every",
                              "metric_sample", "path_sources", "cluster_gap", "stance_readback"})
+    editions = EDITIONS  # what changed between decision contracts: scenarios.social.editions
     config: SocialConfig
+    edition: SocialEdition
 
     #: published values for a real network of AI agents, shown beside a run's (see analysis/reference.py)
     reference: ClassVar[dict[str, dict[str, Any]]] = {
@@ -297,10 +299,6 @@ class SocialModel(SocietyModel):
                 question=tpl.STANCE_QUESTION, seed=self.seeds.seed_for(self.tick, agent.unique_id, phase))
         return None
 
-    def _shown(self, text: str) -> str:
-        """A member's text as a prompt quotes it (cut at TEXT_SHOWN characters)."""
-        return self.quoted(text, TEXT_SHOWN, legacy=_short(text))
-
     def _feed_of(self, r: int) -> list[int]:
         return self.feed_list[r][: self.n_feed[r]]
 
@@ -325,7 +323,7 @@ class SocialModel(SocietyModel):
         shown = [tpl.ITEM.substitute(
             k=k + 1, kind="comment" if it.parent[i] >= 0 else "post", author=int(self.uid[it.author[i]]),
             followed=" (you follow)" if followed[k] else "", forum=tpl.FORUMS[it.topic[i]],
-            score=int(it.up[i] - it.down[i]), replies=int(it.replies[i]), text=self._shown(it.text[i])) for k, i in enumerate(ids)]
+            score=int(it.up[i] - it.down[i]), replies=int(it.replies[i]), text=self.edition.shown(it.text[i])) for k, i in enumerate(ids)]
         text += tpl.FEED.substitute(items="".join(shown)) if shown else tpl.FEED_EMPTY
         if c.show_reward:
             text += tpl.REWARD.substitute(up=int(self.seen_up[idx]), down=int(self.seen_down[idx]), replies=int(self.seen_replies[idx]))
@@ -341,7 +339,7 @@ class SocialModel(SocietyModel):
         else:
             obs.update(forum=tpl.FORUMS[it.topic[ref]], parent_stance=float(it.stance[ref]))
             k = self._feed_of(int(self.row[idx])).index(ref) + 1
-            question = tpl.WRITE_COMMENT.substitute(k=k, author=int(self.uid[it.author[ref]]), text=self._shown(it.text[ref]))
+            question = tpl.WRITE_COMMENT.substitute(k=k, author=int(self.uid[it.author[ref]]), text=self.edition.shown(it.text[ref]))
         context = ""
         if agent.policy == "llm":
             r = int(self.row[idx])
@@ -447,7 +445,7 @@ class SocialModel(SocietyModel):
         self.counts["posts" if kind == "post" else "comments"] += 1
         self.wrote[idx] = item
         self.tick_items.append(item)
-        self.members[idx].remember(self.tick, "note", f"I wrote a {kind}: {self.quoted(text) if self.profile.quoted_text else text}")
+        self.members[idx].remember(self.tick, "note", f"I wrote a {kind}: {self.edition.note(text)}")
 
     def _publish(self) -> None:
         """Posts and comments become events, with their final stance."""
@@ -501,12 +499,7 @@ class SocialModel(SocietyModel):
         x, c = self.opinion, self.config
         out = {"opinion_mean": float(x.mean()), "opinion_variance": float(x.var()),
                "opinion_bimodality": M.bimodality_coefficient(x)}
-        if self.profile.metrics < 2:  # the first definition: every gap-split group of >= 1% of members, however wide
-            out["opinion_clusters"] = float(M.opinion_clusters(x, c.cluster_gap, 0.01))
-            return out
-        groups = M.opinion_groups(x, c.cluster_gap, c.epsilon)
-        out.update({"opinion_clusters": groups["major"], "opinion_minor_clusters": groups["minor"],
-                    "opinion_unclustered_share": groups["unclustered_share"]})
+        out.update(self.edition.clusters(x, c.cluster_gap, c.epsilon))
         return out
 
     def scenario_metrics(self) -> dict[str, Optional[float]]:
@@ -636,8 +629,3 @@ class SocialModel(SocietyModel):
         return {"follow_edges": self.n_edges, "items": self.items.n, "active": int(self.readers.size),
                 "opinion_histogram": hist.tolist()}
 
-
-def _short(text: str) -> str:
-    """An item's text as prompts showed it before `quoted_text`: whitespace collapsed, cut at TEXT_SHOWN."""
-    text = " ".join(text.split())
-    return text if len(text) <= TEXT_SHOWN else text[: TEXT_SHOWN - 3] + "..."

@@ -20,7 +20,7 @@ from agents.memory import Memory
 from agents.scripted import Strategy
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, Event, RequestBatch, values_by_agent
 from sim.core.errors import UsageError
-from sim.core.profiles import CONTRACT, profile
+from sim.core.profiles import CONTRACT, DecisionProfile, profile
 from sim.core.records import StepColumns, TickRecord
 from sim.core.refs import is_reference, load_strategy
 from sim.core.rng import SeedStream, seed_keys
@@ -33,7 +33,9 @@ from sim.reward.norms import NormLedger
 from sim.reward.components import common_components, vectors
 from sim.reward.rewards import RewardLayer, describe_feedback
 from sim.tick.broker import DecisionBroker
+from sim.tick import legacy
 from sim.tick.config import PopulationGroup, ScenarioConfig
+from sim.tick.editions import Editions
 from sim.tick.roster import Roster
 
 _by_id = attrgetter("unique_id")
@@ -77,6 +79,18 @@ class SocietyModel(mesa.Model):
     #: whether agents may be run by a program an LLM writes (`--policy synthesis`, the `synthesis` backend); a
     #: scenario that says so puts the program and the step's state in its requests (see agents.sandbox.backend)
     synthesis: ClassVar[bool] = False
+    #: the scenario's editions (sim.tick.editions): what its rules were made with under each decision contract, where
+    #: they changed; the run's is `self.edition`, picked once here. None: the scenario never changed
+    editions: ClassVar[Optional[Editions[Any]]] = None
+    #: whether `observe_batch` may stand for `observe` (set per class: False where a subclass makes requests or applies
+    #: decisions its own way below the class that batches them, so its own observe and act see every request)
+    batches_requests: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        batcher = _owner(cls, "observe_batch")
+        cls.batches_requests = batcher is not SocietyModel and all(
+            issubclass(batcher, _owner(cls, hook)) for hook in ("observe", "act", "request", "batch_request"))
 
     def __init__(
         self,
@@ -98,6 +112,8 @@ class SocietyModel(mesa.Model):
         self.contract = contract  # the run spec's decision contract: how decisions are made (sim.core.profiles)
         self.profile = profile(contract)
         self.seeds = SeedStream(seed, self.profile.rng)  # each decision's seed (sim.core.rng)
+        self.edition: Any = self.editions.at(contract) if self.editions is not None else None
+        self._bind_contract(self.profile)
         self.broker = broker
         self.policy = policy
         self.on_tick = on_tick
@@ -113,6 +129,19 @@ class SocietyModel(mesa.Model):
         self._add_referenced_strategies()
         self.setup()
         self.perolat = PerolatTracker(len(self.agents))
+
+    def _bind_contract(self, p: DecisionProfile) -> None:
+        """The tick's pieces of decision profile `p`, picked once here (sim.tick.legacy keeps the old ones): the rules
+        never ask which contract they run under."""
+        self.memory_noun = self.tick_noun if p.tick_noun else legacy.MONTH  # what memory lines date an item by
+        self._memory: Callable[[ScenarioConfig], Memory] = configured_memory if p.configured_memory else legacy.default_memory
+        self._quote: Callable[[str, Optional[int]], str] = quote if p.quoted_text else legacy.plain_quote
+        self._name: Callable[[str], str] = quote if p.quoted_text else legacy.bare
+        self._perolat_over: Callable[[Mapping[int, float], Mapping[int, float]], Mapping[int, float]] = (
+            material if p.metrics >= 2 else legacy.shaped)  # Perolat's four: over the material payoffs (contract 6 on)
+        # each agent step stores its reward vector (contract 7 on)
+        self._vector: Callable[[Mapping[int, float]], Optional[dict[str, Mapping[int, float]]]] = (
+            self._reward_vector if p.reward_components else legacy.no_vector)
 
     # ----- hooks a scenario fills in -----------------------------------------------------
     def setup(self) -> None:
@@ -262,29 +291,19 @@ class SocietyModel(mesa.Model):
     def tick(self) -> int:
         return self.steps
 
-    @property
-    def memory_noun(self) -> str:
-        """How memory lines date an item: the scenario's `tick_noun` (profiles before `tick_noun`: "month")."""
-        return self.tick_noun if self.profile.tick_noun else "month"
-
-    def quoted(self, text: str, limit: Optional[int] = None, legacy: Optional[str] = None) -> str:
-        """Text an agent or a data file wrote, as it enters a prompt: `sim.core.text.quote` (one line, between quotes
-        it cannot close). Under profiles before `quoted_text`, as runs were made then: `legacy` (default `text`)
-        between plain double quotes."""
-        if self.profile.quoted_text:
-            return quote(text, limit)
-        return f'"{text if legacy is None else legacy}"'
+    def quoted(self, text: str, limit: Optional[int] = None) -> str:
+        """Text an agent or a data file wrote, as it enters a prompt (cut to `limit` characters): `sim.core.text.quote`,
+        one line between quotes it cannot close (runs before decision contract 5: as written, between plain quotes)."""
+        return self._quote(text, limit)
 
     def named(self, text: str) -> str:
-        """A name or label an agent or a data file wrote, in a prompt: `quoted`; before `quoted_text`, bare."""
-        return quote(text) if self.profile.quoted_text else text
+        """A name or label an agent or a data file wrote, in a prompt: `quoted` (before contract 5: bare)."""
+        return self._name(text)
 
     def new_memory(self) -> Memory:
-        """An empty memory, sized by the config's `memory_window` and `memory_summary_chars` where the run's
-        decision profile says so (`configured_memory`; else Memory's defaults, as such runs were made)."""
-        if not self.profile.configured_memory:
-            return Memory()
-        return Memory(self.config.memory_window, self.config.memory_summary_chars)
+        """An empty memory, sized by the config's `memory_window` and `memory_summary_chars` (runs before decision
+        contract 3: Memory's defaults, as they were made)."""
+        return self._memory(self.config)
 
     def population_plan(self, n: int, *, strategy: Optional[str] = None, persona: str = "") -> list[tuple[str, str, str]]:
         """(policy, strategy, persona) for each of n agents, from `population` or the defaults.
@@ -410,7 +429,7 @@ class SocietyModel(mesa.Model):
         self.update()
         taken: list[tuple[str, Sequence[Decision]]] = []  # each phase's decisions, in request order
         for phase in self.phases():
-            batch = self.observe_batch(phase)
+            batch = self.observe_batch(phase) if self.batches_requests else None
             if batch is not None:
                 decided: Sequence[Decision] = self.broker.decide_columns(batch) if len(batch) else []
             else:
@@ -425,15 +444,11 @@ class SocietyModel(mesa.Model):
             if not self.running and self.status != "running":
                 break
         payoffs = self.payoffs()
-        components: Optional[dict[str, Mapping[int, float]]] = None
-        if self.profile.reward_components:
-            components = common_components(payoffs, self.norms.events)
-            components.update(self.reward_components())
+        components = self._vector(payoffs)
         rewards = self.reward_layer.rewards(payoffs, components)
         sanctioned = self.sanctioned_count()
         self.perolat.n_agents = len(self.agents)
-        # Perolat's four are over the material payoffs (profile `metrics` 2); the first profiles took the shaped rewards
-        self.perolat.update(payoffs if self.profile.metrics >= 2 else rewards, sanctioned)
+        self.perolat.update(self._perolat_over(payoffs, rewards), sanctioned)
         norm_counts = self.norms.tick_counts()
         self.events.extend(self.norms.flush())
         metrics = dict(self.scenario_metrics())
@@ -454,6 +469,12 @@ class SocietyModel(mesa.Model):
         self.last_record = record
         if self.on_tick is not None:
             self.on_tick(record)
+
+    def _reward_vector(self, payoffs: Mapping[int, float]) -> dict[str, Mapping[int, float]]:
+        """The tick's reward components: the common ones (sim.reward.components), then the scenario's own."""
+        components: dict[str, Mapping[int, float]] = common_components(payoffs, self.norms.events)
+        components.update(self.reward_components())
+        return components
 
     def _steps(self, taken: Sequence[tuple[str, Sequence[Decision]]], payoffs: Mapping[int, float],
                rewards: Mapping[int, float], components: Optional[Mapping[str, Mapping[int, float]]] = None) -> StepColumns:
@@ -477,6 +498,21 @@ class SocietyModel(mesa.Model):
             {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
             None if components is None else vectors(components, ids),
         )
+
+
+def material(payoffs: Mapping[int, float], rewards: Mapping[int, float]) -> Mapping[int, float]:
+    """What Perolat's metrics are taken over: the material payoffs, never the shaped rewards (Perolat et al. 2017)."""
+    return payoffs
+
+
+def configured_memory(config: ScenarioConfig) -> Memory:
+    """An empty memory sized by the config's `memory_window` and `memory_summary_chars`."""
+    return Memory(config.memory_window, config.memory_summary_chars)
+
+
+def _owner(cls: type, name: str) -> type:
+    """The class of `cls`'s MRO that defines `name`."""
+    return next(k for k in cls.__mro__ if name in vars(k))
 
 
 def reward_layer(config: ScenarioConfig) -> RewardLayer:
