@@ -28,7 +28,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Optional
+from typing import Any, Optional
 
 from agents.base import SocietyAgent
 from scenarios.commons import lake, learning, norms, prompts, report
