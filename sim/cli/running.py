@@ -10,7 +10,6 @@ import typer
 from rich.table import Table
 
 from analysis.summary import run_summary
-from scenarios.registry import get_scenario
 from sim.cli.app import DbOption, JsonOption, app, fmt, open_store, out, reference_table, with_progress
 from sim.runner.backends import preflight
 from sim.runner.config import build_spec, llm_overrides
@@ -55,7 +54,7 @@ def run(
 
     result = with_progress(f"{scenario} seed {spec.seed}", as_json,
                            lambda progress: execute(spec, store, progress=progress),
-                           total=horizon(spec, get_scenario(spec.scenario)), info=info)
+                           total=horizon(spec), info=info)
     if as_json:
         print(json.dumps(result.to_json()))
         return

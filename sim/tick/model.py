@@ -19,10 +19,8 @@ from agents.base import SocietyAgent
 from agents.memory import Memory
 from agents.scripted import Strategy
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, Event, RequestBatch, values_by_agent
-from sim.core.errors import UsageError
 from sim.core.profiles import CONTRACT, DecisionProfile, profile
 from sim.core.records import StepColumns, TickRecord
-from sim.core.refs import is_reference, load_strategy
 from sim.core.rng import SeedStream, seed_keys
 from sim.core.spaces import Space
 from sim.core.text import quote
@@ -34,8 +32,9 @@ from sim.reward.components import common_components, vectors
 from sim.reward.rewards import RewardLayer, describe_feedback
 from sim.tick.broker import DecisionBroker
 from sim.tick import legacy
-from sim.tick.config import PopulationGroup, ScenarioConfig
+from sim.tick.config import ScenarioConfig
 from sim.tick.editions import Editions
+from sim.tick.population import Population, plan_population
 from sim.tick.roster import Roster
 
 _by_id = attrgetter("unique_id")
@@ -101,7 +100,10 @@ class SocietyModel(mesa.Model):
         policy: str = "scripted",
         on_tick: Optional[Callable[[TickRecord], None]] = None,
         contract: int = CONTRACT,
+        population: Optional[Population] = None,
     ) -> None:
+        """`population`: who plays, as the runner planned and checked it when it bound the run's spec (default:
+        planned here from `config` and `policy`, sim.tick.population)."""
         super().__init__(seed=seed)
         self._roster = Roster([], random=self.random)  # model.agents (see `agents`)
         # agents not yet handed to the store (`take_joined`): unique_id -> (agent, tick joined); one that leaves first is
@@ -126,7 +128,8 @@ class SocietyModel(mesa.Model):
         self.last_record: Optional[TickRecord] = None
         self.fallbacks = 0  # fallback decisions so far (records are handed to the store, not kept)
         self._batch_ids: Optional[tuple[Any, list[Any], Any]] = None  # batch_request's agents, their ids and seed keys
-        self._add_referenced_strategies()
+        self.population = population if population is not None else plan_population(type(self), config, policy)
+        self.strategies = self.population.strategies  # (with those the config names by reference)
         self.setup()
         self.perolat = PerolatTracker(len(self.agents))
 
@@ -310,39 +313,14 @@ class SocietyModel(mesa.Model):
 
         A group without a policy plays the run's `policy`; without a strategy, `strategy` (default: the
         config's `strategy` field, else the class's `default_strategy`); without a persona, `persona`.
-        Raises UsageError (bad input: the run is not stored) when the counts do not add up to n, or a scripted
-        agent's strategy is unknown.
+        The population was checked when it was planned (sim.tick.population); UsageError (bad input: the run
+        is not stored) when its counts do not add up to n.
         """
-        default_strategy = strategy or getattr(self.config, "strategy", self.default_strategy)
-        groups = self.config.population or [PopulationGroup(count=n)]
-        total = sum(g.count for g in groups)
-        if total != n:
-            raise UsageError(f"population counts add up to {total}, but the scenario has {n} agents")
-        late = [g for g in groups if g.enter > 1]
-        if late and not self.late_entry:
-            raise UsageError(f"{self.name or type(self).__name__} does not support late entry (population `enter`); "
-                             f"every group takes part from tick 1")
-        plan = []
-        for g in groups:
-            role = (g.policy or self.policy, g.strategy or default_strategy, g.persona or persona)
-            if role[0] == "scripted" and role[1] not in self.strategies:
-                raise UsageError(f"unknown {self.name or type(self).__name__} strategy {role[1]!r} for scripted agents; "
-                                 f"valid: {', '.join(sorted(self.strategies)) or 'none (the scenario has no strategies)'}")
-            plan.extend([role] * g.count)
-        return plan
+        return self.population.roles(n, strategy or getattr(self.config, "strategy", self.default_strategy), persona)
 
     def entry_ticks(self, n: int) -> list[int]:
         """The tick each of the n agents of `population_plan` joins (1 for all without a `population`)."""
-        groups = self.config.population or [PopulationGroup(count=n)]
-        return [g.enter for g in groups for _ in range(g.count)]
-
-    def _add_referenced_strategies(self) -> None:
-        """Strategies the config names by reference (`module:function`, `file.py:function`: a population
-        group's `strategy` or a `strategy` field) join this model's `strategies` before `setup()`."""
-        names = [g.strategy for g in self.config.population or ()] + [getattr(self.config, "strategy", None)]
-        wanted = sorted({n for n in names if is_reference(n) and n not in self.strategies})
-        if wanted:
-            self.strategies = {**dict(self.strategies), **{n: load_strategy(n) for n in wanted}}
+        return self.population.entries(n)
 
     def request(
         self,
