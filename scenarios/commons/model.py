@@ -126,7 +126,7 @@ class CommonsModel(SocietyModel):
         self._late = any(f.enter > 1 for f in self.agents)
         self.listeners = any(f.remembers for f in self.agents)  # a fishery of scripted fishers keeps no history
         # a harvest is one RequestBatch when every fisher is scripted (the engine asks one by one anyway when a
-        # subclass makes requests or applies decisions its own way: SocietyModel.batches_requests)
+        # subclass makes requests or applies decisions its own way: SocietyModel.__init_subclass__)
         self._scripted = not self._late and all(f.policy == "scripted" for f in self.agents)
 
     @property
@@ -352,7 +352,8 @@ class CommonsModel(SocietyModel):
             self.adoptions += 1
             self.norms.adoption(NORM, {"max_catch": limit}, f"The group adopted a limit of {limit:g} tons per fisher.",
                                 votes=tally[winner], cast=cast, vote_rule=rule, previous=previous)
-        said = f"adopted a limit of {limit:g} tons" if adopted else f"adopted nothing ({limit:g} tons had {tally[winner]} of {cast} votes)"
+        said = (f"adopted a limit of {limit:g} tons" if adopted
+                else f"adopted nothing ({limit:g} tons had {tally[winner]} of {cast} votes)")
         self.chronicle.tell("observation", f"The vote {said}.")
 
     def _act_harvest(self, phase: str, decisions: Sequence[Decision]) -> None:
@@ -466,7 +467,8 @@ class CommonsModel(SocietyModel):
     def state(self) -> dict[str, Any]:
         """Small on purpose: per-fisher catches live in agent_steps; strategies are counted."""
         counts = Counter([f.strategy or f.policy for f in self.agents])
-        state = {"stock_start": self.stock_start, "stock": self.stock, "norm": self.norm, "strategies": dict(sorted(counts.items()))}
+        state = {"stock_start": self.stock_start, "stock": self.stock, "norm": self.norm,
+                 "strategies": dict(sorted(counts.items()))}
         state.update(self.chronicle.state())
         return state
 

@@ -153,7 +153,8 @@ def random_welfare_median(market: Market, index: SearchIndex, *, amenities: bool
     return _median_of_draws_python(options, draws, seed) if exact_stream else median_of_draws(options, draws, seed)
 
 
-def baselines(market: Market, index: SearchIndex, customers: int, draws: Optional[int], seed: int) -> tuple[dict[str, float], int]:
+def baselines(market: Market, index: SearchIndex, customers: int, draws: Optional[int],
+              seed: int) -> tuple[dict[str, float], int]:
     """The random-match medians (any match; matches with every amenity) and the draws they took: `draws`, else
     `baseline_draws(customers)`."""
     draws = draws or baseline_draws(customers)
