@@ -190,7 +190,8 @@ BUILT_IN_CONFIGS = sorted(p for p in (ROOT / "scenarios").glob("*/configs/*.yaml
 def test_the_config_a_run_is_built_with_is_the_one_its_stored_spec_gives_back(path):
     """`build_spec` validates a config once and the run is built from that; a replay, resume or fork builds it from
     the stored spec's data: the two must be the same config, or a stored run would not replay."""
-    from sim.runner.config import BoundSpec, RunSpec, bind
+    from sim.core.spec import RunSpec
+    from sim.runner.config import BoundSpec, bind
 
     try:
         spec = build_spec(path.parent.parent.name, config_file=str(path))
@@ -204,8 +205,9 @@ def test_the_config_a_run_is_built_with_is_the_one_its_stored_spec_gives_back(pa
 def test_execute_trusts_a_bound_spec_and_binds_any_other_once(store, monkeypatch):
     """A spec from `build_spec` runs without being looked up or validated again; a changed copy is a plain RunSpec,
     bound (and so checked) when it runs: a bad strategy in it is bad input and stores nothing."""
+    from sim.core.spec import RunSpec
     from sim.runner import config as runner_config
-    from sim.runner.config import BoundSpec, RunSpec
+    from sim.runner.config import BoundSpec
 
     spec = build_spec("commons", sets=["fishers=3", "months=2"], seed=1)
     calls = []

@@ -34,7 +34,7 @@ class Population:
     #: the scenario's name, for messages
     scenario: str
     #: the scenario's strategies, with those the config names by reference (loaded)
-    strategies: Mapping[str, Any] = field(repr=False)
+    strategies: Mapping[str, Any] = field(repr=False, compare=False)
 
     def roles(self, n: int, default_strategy: str, persona: str = "") -> list[tuple[str, str, str]]:
         """(policy, strategy, persona) for each of the n agents: a group's own, else the run's policy,
