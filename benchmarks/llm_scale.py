@@ -59,7 +59,7 @@ from benchmarks.llm_throughput import harvest_requests, timed  # noqa: E402  (~2
 from benchmarks.hf_baseline import generate_numbers  # noqa: E402
 from benchmarks.shapes import SHAPES, load_tokenizer, parameters, random_lm  # noqa: E402
 from benchmarks.timing import rounds, wall  # noqa: E402
-from scenarios.commons.model import DISPOSITIONS  # noqa: E402
+from scenarios.commons.config import DISPOSITIONS  # noqa: E402
 from sim.core.spaces import Choice, Text  # noqa: E402
 
 OPTIONS = ["none", "fisher 3", "fisher 7", "fisher 12"]

@@ -29,8 +29,8 @@ from sim.core.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover - for type checkers: the class is imported when a scenario is checked
     from sim.tick.model import SocietyModel
 
-__all__ = ["REGISTRY", "BUILTIN", "BUILTIN_REFS", "get_scenario", "find_scenario", "reference_of", "register",
-           "register_strategy", "is_reference"]
+__all__ = ["REGISTRY", "BUILTIN", "BUILTIN_REFS", "get_scenario", "find_scenario", "reference_of", "resolve",
+           "register", "register_strategy", "is_reference"]
 
 M = TypeVar("M", bound="type[SocietyModel]")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -194,34 +194,37 @@ def find_scenario(ref: str) -> Optional[type[SocietyModel]]:
 
 
 def reference_of(scenario: Union[str, type[SocietyModel]], *, base: Optional[Path] = None) -> str:
-    """What a RunSpec stores for `scenario`, so that a later process can load the class again.
+    """What a RunSpec stores for `scenario`, so that a later process can load the class again (see `resolve`); a
+    built-in's name without importing it."""
+    if isinstance(scenario, str) and scenario in BUILTIN:
+        return scenario
+    return resolve(scenario, base=base)[0]
+
+
+def resolve(scenario: Union[str, type[SocietyModel]], *, base: Optional[Path] = None) -> tuple[str, type[SocietyModel]]:
+    """(what a RunSpec stores for `scenario`, its class), looked up once.
 
     A built-in name stays as it is. A `file.py:Class` reference gets an absolute path (a relative one
     is taken from `base`, else the current directory); `module:Class` stays as given. A class (or the
     name it was registered under) becomes `/abs/file.py:Class` when it comes from a top-level module or
     file, `package.module:Class` from a package, and stays its registered name when it has no file
     (defined in `__main__`, a notebook): such runs can be replayed only where the name is registered.
+    UsageError (see `get_scenario`) when it cannot be found or loaded.
     """
     if isinstance(scenario, str):
         if dict.__contains__(REGISTRY, scenario):
-            if scenario in BUILTIN:
-                return scenario
-            return _class_reference(REGISTRY[scenario], scenario)
-        if is_reference(scenario):
-            target = scenario.rpartition(":")[0]
-            if refs.is_path(target):
-                ref = refs.absolute(scenario, base)
-                _load_reference(ref, shown=scenario)  # must load
-                return ref
-            get_scenario(scenario)
-            return scenario
-        get_scenario(scenario)  # raises: unknown
+            cls = REGISTRY[scenario]  # (a built-in is imported here, the first time it is used)
+            return (scenario if scenario in BUILTIN else _class_reference(cls, scenario)), cls
+        if is_reference(scenario) and refs.is_path(scenario.rpartition(":")[0]):
+            ref = refs.absolute(scenario, base)
+            return ref, _load_reference(ref, shown=scenario)
+        return scenario, get_scenario(scenario)  # a module:Class reference (or an unknown name: raises)
     cls = get_scenario(scenario)
     qualified = f"{cls.__module__}:{cls.__qualname__}"
     for key, value in dict.items(REGISTRY):  # the values as held: a built-in not loaded yet is its reference
         if key in BUILTIN and (value is cls or value == qualified):
-            return key
-    return _class_reference(cls, cls.name)
+            return key, cls
+    return _class_reference(cls, cls.name), cls
 
 
 def _class_reference(cls: type[SocietyModel], fallback: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.commons.model import stated_limit
+from scenarios.commons.limits import stated_limit
 from sim import cli as cli_mod
 from sim.runner.config import build_spec
 from sim.runner.execution import execute

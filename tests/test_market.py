@@ -380,7 +380,7 @@ def test_magentic_protocol_business_sees_its_menu_and_offers_carry_no_notes():
     model = _magentic()
     model.steps += 1
     b, s0 = model.sellers[0], model.shoppers[0]
-    from scenarios.market.model import Inquiry
+    from scenarios.market.participants import Inquiry
     b.inbox = [Inquiry(s0, "Hello, an offer please.", 0.0, 0)]
     s0.done = False
     r = model.observe(b, "respond")

@@ -13,10 +13,13 @@ import pytest
 from agents.scripted import ScriptedBackend
 from analysis import compare as cmp
 from sim.reward.intervals import mean_interval
-from scenarios.commons.model import CommonsConfig, CommonsModel, first_stated_amount, stated_limit
+from scenarios.commons.legacy import first_stated_amount
+from scenarios.commons.limits import stated_limit
+from scenarios.commons.model import CommonsConfig, CommonsModel
 from scenarios.market import data as mdata
 from scenarios.market import measures
-from scenarios.market.model import MarketConfig, MarketModel
+from scenarios.market.config import MarketConfig
+from scenarios.market.model import MarketModel
 from scenarios.social import metrics as SM
 from sim.core.profiles import CONTRACT
 from sim.tick.broker import DecisionBroker

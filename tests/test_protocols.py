@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from scenarios import REGISTRY
-from scenarios.donor.model import MAX_SURVIVOR_STRATEGIES, STRATEGY_CHARS, DonorConfig
+from scenarios.donor.config import DonorConfig
+from scenarios.donor.prompts import MAX_SURVIVOR_STRATEGIES, STRATEGY_CHARS
 from scenarios.market import templates as market_tpl
 
 ROOT = Path(__file__).resolve().parents[1]

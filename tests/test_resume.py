@@ -180,3 +180,47 @@ def test_cli_fork_and_show_compare_parent(tmp_path):
     assert text.returncode == 0 and "2 *" in text.stdout and "sanctions=False -> True" in text.stdout
     bad = cli("fork", parent.run_id, "--at", "2", "--set", "fishers=9", db=url)
     assert bad.returncode == 2 and "cannot change mid-run" in bad.stderr
+
+
+# ----- a run resolves itself once: the bound spec ------------------------------------------------------------
+BUILT_IN_CONFIGS = sorted(p for p in (ROOT / "scenarios").glob("*/configs/*.yaml") if not p.name.endswith(".sweep.yaml"))
+
+
+@pytest.mark.parametrize("path", BUILT_IN_CONFIGS, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_the_config_a_run_is_built_with_is_the_one_its_stored_spec_gives_back(path):
+    """`build_spec` validates a config once and the run is built from that; a replay, resume or fork builds it from
+    the stored spec's data: the two must be the same config, or a stored run would not replay."""
+    from sim.core.spec import RunSpec
+    from sim.runner.config import BoundSpec, bind
+
+    try:
+        spec = build_spec(path.parent.parent.name, config_file=str(path))
+    except UsageError as exc:  # a Magentic market's config without the data beside the checkout
+        pytest.skip(str(exc))
+    assert isinstance(spec, BoundSpec)
+    again = bind(RunSpec.model_validate(spec.model_dump(mode="json")))
+    assert again.settings == spec.settings and again.population == spec.population
+
+
+def test_execute_trusts_a_bound_spec_and_binds_any_other_once(store, monkeypatch):
+    """A spec from `build_spec` runs without being looked up or validated again; a changed copy is a plain RunSpec,
+    bound (and so checked) when it runs: a bad strategy in it is bad input and stores nothing."""
+    from sim.core.spec import RunSpec
+    from sim.runner import config as runner_config
+    from sim.runner.config import BoundSpec
+
+    spec = build_spec("commons", sets=["fishers=3", "months=2"], seed=1)
+    calls = []
+    real = runner_config.validate_config
+    monkeypatch.setattr(runner_config, "validate_config", lambda *a: calls.append(a) or real(*a))
+    first = execute(spec, store)
+    assert first.status == "finished" and calls == []
+    copy = spec.model_copy(update={"seed": 2})
+    assert type(copy) is RunSpec and not isinstance(copy, BoundSpec) and copy != spec and copy.seed == 2
+    assert spec.model_copy() is spec and spec == RunSpec.model_validate(spec.model_dump())
+    assert execute(copy, store).status == "finished" and len(calls) == 1
+    bad = spec.model_copy(update={"config": {**spec.config, "population": [{"count": 3, "strategy": "nobody"}]}})
+    runs = len(store.list_runs())
+    with pytest.raises(UsageError, match="bad value for 'population.strategy': 'nobody'"):
+        execute(bad, store)
+    assert len(store.list_runs()) == runs

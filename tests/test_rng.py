@@ -158,6 +158,21 @@ def test_a_sweep_keeps_the_contract_it_started_under(tmp_path, store):
     assert again.todo == [] and again.done_before == again.total == 2
 
 
+def test_a_scenario_picks_its_edition_once_from_its_table():
+    """Editions apply from their first contract until the next one's; the fishery built under contracts 2, 3 and the
+    current one holds the edition of each (its old pieces frozen in scenarios.commons.legacy)."""
+    from scenarios.commons import editions
+    from sim.tick.editions import Editions
+
+    table = Editions({1: "a", 3: "b", 6: "c"})
+    assert [table.at(c) for c in range(1, 9)] == ["a", "a", "b", "b", "b", "c", "c", "c"] and table.firsts() == (1, 3, 6)
+    with pytest.raises(ValueError, match="must start at decision contract 1"):
+        Editions({2: "a"})
+    cfg = CommonsConfig(fishers=3, months=2)
+    picked = {c: CommonsModel(cfg, seed=1, broker=DecisionBroker({}), contract=c).edition for c in (2, 3, CONTRACT)}
+    assert picked == {2: editions.CONTRACT_1, 3: editions.CONTRACT_3, CONTRACT: editions.CURRENT}
+
+
 def test_contract_maps_to_one_rng_version_and_counter_random_state_is_whole():
     assert [profile(c).rng for c in (1, 2, 3, 4)] == [1, 2, 2, 2]
     r = CounterRandom(9)

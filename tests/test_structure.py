@@ -218,6 +218,19 @@ def test_no_private_name_crosses_a_module():
     assert found == []
 
 
+def test_no_scenario_asks_which_decision_contract_it_runs_under():
+    """An old behaviour is a frozen piece a scenario picks once from its editions (sim.tick.editions), never a switch
+    in its rules: no scenario module reads the decision profile or the run's contract."""
+    found = []
+    for m in (m for m in MODULES if m.startswith("scenarios.")):
+        for node in ast.walk(ast.parse(MODULES[m].read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("profile", "contract"):
+                found.append(f"{m}:{node.lineno} reads .{node.attr}")
+            elif isinstance(node, ast.Name) and node.id in ("profile", "PROFILES", "CONTRACT"):
+                found.append(f"{m}:{node.lineno} uses {node.id}")
+    assert found == []
+
+
 def test_the_public_faces_are_imported_by_no_library_module():
     """sim.model, sim.spaces, sim.errors and sim.contracts re-export for scenario files and scripts; the library
     uses the layers."""

@@ -1,5 +1,6 @@
 """The fishery commons (GovSim)."""
 
-from scenarios.commons.model import CommonsConfig, CommonsModel
+from scenarios.commons.config import CommonsConfig
+from scenarios.commons.model import CommonsModel
 
 __all__ = ["CommonsConfig", "CommonsModel"]

@@ -18,7 +18,7 @@ LAST = Template(" Last month the fishers caught $total tons in all ($mean tons e
 OWN = Template(" Last month you caught $own tons.")
 NORM = Template(" The group's agreed limit is $norm tons per fisher.")
 MESSAGES = Template(" Messages this month: $messages")
-HISTORY = Template("\nWhat everyone saw:\n$history")  # the shared history (profile `shared_history`)
+HISTORY = Template("\nWhat everyone saw:\n$history")  # the shared history (scenarios.commons.history)
 PROPOSALS = Template(" The fishers proposed these catch limits per fisher: $options.")
 BELIEF = Template(" You believe the limit should be $belief tons per fisher.")
 

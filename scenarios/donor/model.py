@@ -15,75 +15,30 @@ parameters with seeded Gaussian mutation; LLM: it writes a strategy at the start
 generation, with the survivors' strategies in the prompt).
 
 One tick is one round of one game: a run has generations x 2 x rounds ticks (`total_rounds`).
+
+This module holds the rounds: the players, their pairing, selection and inheritance, what each phase asks
+and does. Beside it: the config (`config`), the prompt text (`prompts`, `templates`), the strategies
+(`strategies`) and the figures it reports (`report`).
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, Optional
-
-from pydantic import Field, model_validator
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
 
 from agents.base import SocietyAgent
-from sim.core.contracts import Decision, DecisionRequest
-from sim.tick.config import ScenarioConfig
-from sim.tick.model import SocietyModel
-from sim.core.spaces import Choice, Number, Text
+from scenarios.donor import prompts, report
 from scenarios.donor import templates as tpl
-from scenarios.donor.strategies import STRATEGIES
+from scenarios.donor.config import DonorConfig
 from scenarios.donor.probes import PROBES
+from scenarios.donor.strategies import STRATEGIES
+from sim.core.contracts import Decision, DecisionRequest
+from sim.core.spaces import Choice, Number, Text
+from sim.tick.model import SocietyModel
 
-StrategyName = Literal["fixed", "defector", "image", "punisher", "random"]
 NORM = "reciprocity"  # the norm a costly punishment enforces (norm.sanction events)
 STRATEGY_NORM = "donor_strategy"  # an LLM player's written strategy (norm.statement events)
-MAX_SURVIVOR_STRATEGIES = 6  # a prompt quotes at most this many survivors' strategies
-STRATEGY_CHARS = 200  # and each at most this long
-MAX_TOTAL_ROUNDS = 10_000_000  # ticks a donor run may have
-
-
-class DonorConfig(ScenarioConfig):
-    """Config of the donor game; every field can be set with `--set key=value`."""
-
-    count_field: ClassVar[str] = "agents"
-
-    agents: int = Field(12, ge=2, le=10_000, description="players per generation (even)")
-    rounds: int = Field(12, ge=1, le=10_000, description="rounds per game (hidden from the players); at most `agents`")
-    generations: int = Field(10, ge=1, le=10_000, description="generations; each plays two games")
-    total_rounds: Optional[int] = Field(None, ge=1, le=MAX_TOTAL_ROUNDS, description="ticks to run (one tick = one round of one game); default generations x 2 x rounds, less stops early")
-    endowment: float = Field(10.0, gt=0, le=1e9, description="units each player starts each game with")
-    multiplier: float = Field(2.0, ge=0, le=100, description="the recipient receives multiplier x the gift")
-    strategy: StrategyName = Field("fixed", description="scripted strategy of the first generation")
-    fraction: float = Field(0.5, ge=0, le=1, description="share of resources a giving scripted donor gives (fixed, image, punisher)")
-    threshold: float = Field(0.1, ge=0, le=1, description="image/punisher: give only if the recipient's last gift share was at least this")
-    trace_depth: int = Field(2, ge=0, le=10, description="reputation trace: the recipient's last action, its partner's before, ... this many steps")
-    punishment: bool = Field(False, description="a donor may pay x to remove punish_multiplier x from the recipient instead of giving")
-    punish_multiplier: float = Field(2.0, ge=0, le=100, description="units removed from the recipient per unit paid to punish")
-    punish_fraction: float = Field(0.1, ge=0, le=1, description="share of resources a scripted punisher pays to punish")
-    reasoning: int = Field(0, ge=0, le=1024, description="LLM donors justify their decision in at most this many tokens before "
-                           "the amount, read after \"Answer:\" (Vallinder & Hughes ask for a justification first); 0: a bare number")
-    goal: bool = Field(False, description="the rules end with the players' goal: maximise the units you have after the final round (Vallinder & Hughes)")
-    reciprocity_cues: bool = Field(True, description="a recipient remembers who gave to or punished it (a direct-reciprocity cue "
-                                   "that Vallinder & Hughes's pairing avoids: false there)")
-    strategy_tokens: int = Field(40, ge=4, le=512, description="an LLM player's written strategy: at most this many tokens")
-    mutation: float = Field(0.05, ge=0, le=1, description="s.d. of the Gaussian mutation of inherited fraction and threshold")
-
-    @model_validator(mode="after")
-    def _check(self) -> "DonorConfig":
-        if self.agents % 2:
-            raise ValueError(f"agents must be even (two halves donate in turn), got {self.agents}")
-        if math.ceil(self.rounds / 2) > self.agents // 2:
-            raise ValueError(f"rounds ({self.rounds}) must be at most agents ({self.agents}): a donor never gives to the same recipient twice in a game")
-        full = self.generations * 2 * self.rounds
-        if self.total_rounds is None:
-            if full > MAX_TOTAL_ROUNDS:
-                raise ValueError(f"generations x 2 x rounds = {full} ticks, more than a run may have ({MAX_TOTAL_ROUNDS}): "
-                                 "set fewer generations or rounds, or total_rounds")
-            object.__setattr__(self, "total_rounds", full)
-        elif self.total_rounds > full:
-            raise ValueError(f"total_rounds ({self.total_rounds}) must be at most generations x 2 x rounds = {full}")
-        return self
 
 
 class Donor(SocietyAgent):
@@ -126,6 +81,11 @@ class DonorModel(SocietyModel):
         "punish_multiplier": ({"punishment": True},),
     }
     horizon_bounds = frozenset({"generations"})  # bounds total_rounds; read by nothing once the world is built
+    tick_metric_docs = report.TICK_METRIC_DOCS
+    final_metric_docs = report.FINAL_METRIC_DOCS
+    component_docs = report.COMPONENT_DOCS
+    metric_units = report.UNITS
+    clock_metrics = report.CLOCK_METRICS
     config: DonorConfig
 
     def setup(self) -> None:
@@ -147,6 +107,8 @@ class DonorModel(SocietyModel):
         self.round_given: list[float] = []
         self.round_punish = 0
         self.round_units = 0.0
+        self._rules_key: Optional[tuple[int, int]] = None  # the generation's rules text, made once (_rules)
+        self._rules_text = ""
 
     # ----- the clock: generation, game, round -------------------------------------------
     def _position(self, tick: int) -> tuple[int, int, int]:
@@ -229,17 +191,13 @@ class DonorModel(SocietyModel):
         return (("strategy",) if write else ()) + (("action",) if self.config.punishment else ()) + ("donate",)
 
     def _rules(self) -> str:
-        c = self.config
-        shown = self.survivor_texts[:MAX_SURVIVOR_STRATEGIES]
-        survivors = tpl.SURVIVORS.substitute(strategies=" ".join(self.quoted(t, STRATEGY_CHARS, legacy=t[:STRATEGY_CHARS])
-                                                                 for t in shown)) if shown else ""
+        """The generation's rules text, made once per generation (the survivors' strategies are the generation's)."""
+        shown = self.survivor_texts[:prompts.MAX_SURVIVOR_STRATEGIES]
         key = (self.generation, len(shown))
-        if getattr(self, "_rules_key", None) != key:
+        if self._rules_key != key:
             self._rules_key = key
-            self._rules_text = tpl.RULES.substitute(
-                agents=c.agents, endowment=f"{c.endowment:g}", multiplier=f"{c.multiplier:g}",
-                punish=tpl.PUNISH.substitute(pm=f"{c.punish_multiplier:g}") if c.punishment else "",
-                generation=self.generation, survivors=survivors) + (tpl.GOAL if c.goal else "")
+            self._rules_text = prompts.rules(self.config, self.generation,
+                                             [self.quoted(t, prompts.STRATEGY_CHARS) for t in shown])
         return self._rules_text
 
     def trace(self, recipient: Donor) -> list[dict[str, Any]]:
@@ -266,29 +224,45 @@ class DonorModel(SocietyModel):
             return None
         return next((x[2] for x in reversed(recipient.actions) if x[1] == "give"), None)
 
-    def _trace_text(self, trace: list[dict[str, Any]]) -> str:
-        parts = []
-        for step in trace:
-            if step["kind"] is None:
-                parts.append(tpl.TRACE_NONE.substitute(actor=step["agent"]))
-            elif step["kind"] == "punish":
-                parts.append(tpl.TRACE_PUNISH.substitute(actor=step["agent"], amount=f"{step['amount']:.2f}", to=step["to"]))
-            else:
-                parts.append(tpl.TRACE_GIVE.substitute(actor=step["agent"], percent=f"{100 * step['share']:.0f}",
-                                                       amount=f"{step['amount']:.2f}", to=step["to"]))
-        return "".join(parts)
-
     def observe(self, agent: Donor, phase: str) -> Optional[DecisionRequest]:
-        own = tpl.OWN_STRATEGY.substitute(text=self.quoted(agent.strategy_text)) if agent.strategy_text else ""
-        if phase == "strategy":
-            if agent.policy != "llm" or agent.strategy_text is not None:
-                return None
-            context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy="")
-            return self.request(agent, phase, Text(max_tokens=self.config.strategy_tokens), "I give half of my resources to those who gave before.",
-                                {"generation": self.generation}, context, tpl.QUESTIONS["strategy"].substitute())
+        return _REQUESTS[phase](self, agent)
+
+    def _request_strategy(self, agent: Donor) -> Optional[DecisionRequest]:
+        """An LLM player without a strategy writes one (at the start of its generation)."""
+        if agent.policy != "llm" or agent.strategy_text is not None:
+            return None
+        context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy="")
+        return self.request(agent, "strategy", Text(max_tokens=self.config.strategy_tokens),
+                            "I give half of my resources to those who gave before.", {"generation": self.generation},
+                            context, tpl.QUESTIONS["strategy"].substitute())
+
+    def _request_action(self, agent: Donor) -> Optional[DecisionRequest]:
+        """With punishment: a donor gives to its recipient or pays to punish it."""
+        round_ = self._round_of(agent)
+        if round_ is None:
+            return None
+        recipient, obs, context = round_
+        question = tpl.QUESTIONS["action"].substitute(recipient=recipient.unique_id)
+        return self.request(agent, "action", Choice(["give", "punish"]), "give", obs, context, question,
+                            reason_tokens=self.config.reasoning)
+
+    def _request_donate(self, agent: Donor) -> Optional[DecisionRequest]:
+        """The share of its resources a donor gives (or, having chosen to punish, pays to punish)."""
+        round_ = self._round_of(agent)
+        if round_ is None:
+            return None
+        recipient, obs, context = round_
+        mode = self.modes.get(agent.unique_id, "give")
+        obs["action"] = mode
+        question = tpl.QUESTIONS[mode].substitute(recipient=recipient.unique_id)
+        return self.request(agent, "donate", Number(0, 100, 1), 0.0, obs, context, question, reason_tokens=self.config.reasoning)
+
+    def _round_of(self, agent: Donor) -> Optional[tuple[Donor, dict[str, Any], str]]:
+        """A donor's recipient this round, what it observes of it, and the prompt text; None when it does not donate."""
         recipient = self.pairs.get(agent.unique_id)
         if recipient is None:
             return None
+        own = tpl.OWN_STRATEGY.substitute(text=self.quoted(agent.strategy_text)) if agent.strategy_text else ""
         trace = self.trace(recipient)
         obs = {
             **agent.params, "resources": agent.resources, "recipient": recipient.unique_id,
@@ -298,28 +272,25 @@ class DonorModel(SocietyModel):
         }
         context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy=own) + tpl.ROUND.substitute(
             round=self.round, resources=f"{agent.resources:.2f}", recipient=recipient.unique_id,
-            recipient_resources=f"{recipient.resources:.2f}", trace=self._trace_text(trace))
-        if phase == "action":
-            question = tpl.QUESTIONS["action"].substitute(recipient=recipient.unique_id)
-            return self.request(agent, phase, Choice(["give", "punish"]), "give", obs, context, question,
-                                reason_tokens=self.config.reasoning)
-        mode = self.modes.get(agent.unique_id, "give")
-        obs["action"] = mode
-        question = tpl.QUESTIONS[mode].substitute(recipient=recipient.unique_id)
-        return self.request(agent, phase, Number(0, 100, 1), 0.0, obs, context, question, reason_tokens=self.config.reasoning)
+            recipient_resources=f"{recipient.resources:.2f}", trace=prompts.trace_text(trace))
+        return recipient, obs, context
 
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:
-        if phase == "strategy":
-            for d in decisions:
-                agent = self.agent_map()[d.agent_id]
-                agent.strategy_text = str(d.value).strip() or "(no strategy)"
-                self.norms.statement(d.agent_id, STRATEGY_NORM, {"generation": self.generation}, agent.strategy_text)
-        elif phase == "action":
-            self.modes.update({d.agent_id: str(d.value) for d in decisions})
-        else:
-            ids = self.agent_map()
-            for d in decisions:
-                self._donate(ids[d.agent_id], self.pairs[d.agent_id], float(d.value) / 100.0)
+        _ACTS[phase](self, decisions)
+
+    def _act_strategy(self, decisions: Sequence[Decision]) -> None:
+        for d in decisions:
+            agent = self.agent_map()[d.agent_id]
+            agent.strategy_text = str(d.value).strip() or "(no strategy)"
+            self.norms.statement(d.agent_id, STRATEGY_NORM, {"generation": self.generation}, agent.strategy_text)
+
+    def _act_action(self, decisions: Sequence[Decision]) -> None:
+        self.modes.update({d.agent_id: str(d.value) for d in decisions})
+
+    def _act_donate(self, decisions: Sequence[Decision]) -> None:
+        ids = self.agent_map()
+        for d in decisions:
+            self._donate(ids[d.agent_id], self.pairs[d.agent_id], float(d.value) / 100.0)
 
     def _donate(self, donor: Donor, recipient: Donor, share: float) -> None:
         """Give `share` of the donor's resources (the recipient gets `multiplier` x), or pay it to punish."""
@@ -365,13 +336,6 @@ class DonorModel(SocietyModel):
     def payoffs(self) -> dict[int, float]:
         return dict(self.deltas)
 
-    component_docs = {
-        "given": "units the player gave this round (its cost of cooperating)",
-        "received": "units the player received this round (the multiplied gifts of its donors)",
-        "reputation": "the share of its resources the player gave in its latest action, what its next partner's trace "
-                      "starts with (0 after a punishment; absent before its first action)",
-    }
-
     def reward_components(self) -> dict[str, dict[int, float]]:
         """Gifts made and received this round, and each player's standing (its image: its latest gift's share)."""
         reputation = {a.unique_id: a.actions[-1][2] for a in self.agents if a.actions}
@@ -388,58 +352,16 @@ class DonorModel(SocietyModel):
 
     def scenario_metrics(self) -> dict[str, float]:
         """This round's figures."""
-        res = [a.resources for a in self.agents]
-        n = len(self.round_given)
-        return {
-            "generation": float(self.generation),
-            "game": float(self.game),
-            "round": float(self.round),
-            "mean_resources": sum(res) / len(res),
-            "donation_rate": sum(self.round_given) / n if n else 0.0,
-            "units_given": self.round_units,
-            "punishments": float(self.round_punish),
-        }
-
-    clock_metrics = frozenset({"generation", "game", "round"})
-    metric_units = {"mean_resources": "units", "units_given": "units", "donation_rate": "share", "punishments": "donors"}
+        return report.round_metrics(self)
 
     def agent_profile(self, agent: Any) -> dict[str, Any]:
         """A player: its generation and the parent whose strategy it inherited."""
         return {**super().agent_profile(agent), "role": "donor", "generation": int(agent.generation),
                 "parent": agent.parent}
 
-    tick_metric_docs = {
-        "generation": "generation being played (1-based)",
-        "game": "game of the generation (1 or 2)",
-        "round": "round of the game (1-based)",
-        "mean_resources": "mean resources of the players after this round",
-        "donation_rate": "mean share of their resources the donors gave this round (a punishment counts as 0)",
-        "units_given": "units the donors gave this round (before the multiplier)",
-        "punishments": "donors who punished instead of giving this round",
-    }
-
     def final_metrics(self) -> dict[str, Optional[float]]:
         """The paper's score per generation, and donation and punishment over the run."""
-        out: dict[str, Optional[float]] = {}
-        done = sorted(self.gen_resources)
-        out["avg_final_resources"] = self.gen_resources[done[-1]] if done else None
-        out["generations_played"] = float(len(done))
-        for g in done:
-            out[f"avg_final_resources_gen_{g}"] = self.gen_resources[g]
-        out["donation_rate"] = self.shares_given / self.decisions if self.decisions else None
-        out["punishment_share"] = self.punishments / self.decisions if self.decisions else None
-        rates = [(g, s / n) for g, (s, n) in sorted(self.gen_given.items()) if n]
-        out["donation_trend"] = slope(rates)
-        return out
-
-    final_metric_docs = {
-        "avg_final_resources": "mean over the last generation's players of their final resources averaged over the games they finished (the paper's score); null if no game finished",
-        "generations_played": "generations with at least one finished game",
-        "avg_final_resources_gen_G": "avg_final_resources of generation G (one key per generation played, G = 1, 2, ...)",
-        "donation_rate": "mean share of resources given per donor decision over the run (a punishment counts as 0)",
-        "punishment_share": "share of donor decisions that were punishments",
-        "donation_trend": "least-squares slope of each generation's donation rate against the generation number; null with fewer than two generations",
-    }
+        return report.run_metrics(self)
 
     def state(self) -> dict[str, Any]:
         """Small on purpose: per-player resources live in agent_steps; strategies are counted."""
@@ -452,12 +374,11 @@ class DonorModel(SocietyModel):
                 "strategies": dict(sorted(counts.items())), "mean_fraction": sum(fractions) / len(fractions)}
 
 
-def slope(points: Sequence[tuple[float, float]]) -> Optional[float]:
-    """Least-squares slope of y on x; None with fewer than two distinct x."""
-    if len({x for x, _ in points}) < 2:
-        return None
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    return sum((x - mx) * (y - my) for x, y in points) / sxx
+
+#: what each phase asks a player, and how the phase's decisions apply
+_REQUESTS: dict[str, Callable[[DonorModel, Donor], Optional[DecisionRequest]]] = {
+    "strategy": DonorModel._request_strategy, "action": DonorModel._request_action, "donate": DonorModel._request_donate,
+}
+_ACTS: dict[str, Callable[[DonorModel, Sequence[Decision]], None]] = {
+    "strategy": DonorModel._act_strategy, "action": DonorModel._act_action, "donate": DonorModel._act_donate,
+}

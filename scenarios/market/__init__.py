@@ -1,5 +1,6 @@
 """The two-sided market of Magentic Marketplace (microsoft/multi-agent-marketplace)."""
 
-from scenarios.market.model import MarketConfig, MarketModel
+from scenarios.market.config import MarketConfig
+from scenarios.market.model import MarketModel
 
 __all__ = ["MarketConfig", "MarketModel"]

@@ -104,17 +104,12 @@ def cheapest_welfare(market: Market, index: SearchIndex) -> float:
     return total
 
 
-def random_welfare_median(market: Market, index: SearchIndex, *, amenities: bool, draws: int, seed: int,
-                          exact_stream: bool = True) -> float:
-    """Median over seeded draws of: each customer pays a uniformly random match at menu price.
+def match_utilities(market: Market, index: SearchIndex, *, amenities: bool) -> list[np.ndarray]:
+    """For each customer with a match, in customer order: its utility at each match, at menu price.
 
-    A match sells every requested item (and, with `amenities`, has every required amenity). Each draw picks, in
-    customer order, one match per customer with a match, as `rng.choice` over its matches would (the same
-    `_randbelow(n)`); the picked utilities are added in customer order, one array addition per customer across
-    all draws: the same IEEE additions, in the same order, so the same sums. A one-item request's utilities at
-    its (maybe thousands of) matches come from one array operation: `menu_utility`'s subtraction of the same
-    rounded prices. `exact_stream=False` (runs of contract 6 on) draws from numpy's generator, one vectorised call per
-    customer, so 20,000 draws cost what 200 did.
+    A match sells every requested item (and, with `amenities`, has every required amenity). A one-item request's
+    utilities at its (maybe thousands of) matches come from one array operation: `menu_utility`'s subtraction of
+    the same rounded prices.
     """
     businesses = market.businesses
     options = []
@@ -131,13 +126,53 @@ def random_welfare_median(market: Market, index: SearchIndex, *, amenities: bool
                 utilities = utilities[met]
         if len(utilities):
             options.append(utilities)
-    if exact_stream:
-        return _median_of_draws_python(options, draws, seed)
+    return options
+
+
+def median_of_draws(options: Sequence[np.ndarray], draws: int, seed: int) -> float:
+    """Median over `draws` seeded draws of the sum of one uniformly picked utility per customer (numpy's generator,
+    one vectorised call per customer, so 20,000 draws cost what 200 did); 0 without customers to draw for."""
     rng = np.random.default_rng(seed)
     totals = np.zeros(draws)
     for utilities in options:  # customer order, one array addition each: the same sums as one draw at a time
         totals += utilities[rng.integers(0, len(utilities), draws)]
     return float(np.median(totals)) if options else 0.0
+
+
+def random_welfare_median(market: Market, index: SearchIndex, *, amenities: bool, draws: int, seed: int,
+                          exact_stream: bool = True) -> float:
+    """Median over seeded draws of: each customer pays a uniformly random match at menu price (`match_utilities`).
+
+    Each draw picks, in customer order, one match per customer with a match. `exact_stream` (the first metric
+    definitions') draws as `rng.choice` over its matches would with `random.Random(seed)` (the same `_randbelow(n)`),
+    the picked utilities added in customer order, one array addition per customer across all draws: the same IEEE
+    additions, in the same order, so the same sums. Without it (runs of contract 6 on) the draws come from numpy's
+    generator (`median_of_draws`), so 20,000 draws cost what 200 did.
+    """
+    options = match_utilities(market, index, amenities=amenities)
+    return _median_of_draws_python(options, draws, seed) if exact_stream else median_of_draws(options, draws, seed)
+
+
+def baselines(market: Market, index: SearchIndex, customers: int, draws: Optional[int],
+              seed: int) -> tuple[dict[str, float], int]:
+    """The random-match medians (any match; matches with every amenity) and the draws they took: `draws`, else
+    `baseline_draws(customers)`."""
+    draws = draws or baseline_draws(customers)
+    return {"baseline_any_median": random_welfare_median(market, index, amenities=False, draws=draws, seed=seed,
+                                                         exact_stream=False),
+            "baseline_any_amenities_median": random_welfare_median(market, index, amenities=True, draws=draws,
+                                                                   seed=seed + 1, exact_stream=False)}, draws
+
+
+def ratio_optimum(market: Market, index: SearchIndex, floor_pct: Sequence[int], optimal: float) -> float:
+    """What the welfare ratio divides by: the optimum at the lowest prices the sellers may charge (`floor_pct`, 100
+    for a seller that never discounts), which is `optimal` (the menu optimum) when none may discount."""
+    return optimal_welfare_at_floor(market, index, floor_pct) if min(floor_pct, default=100) < 100 else optimal
+
+
+def corrected_figures(ratio_optimum: float, draws: int) -> dict[str, float]:
+    """The final figures the corrected definitions add: the ratio's optimum and the baselines' draws."""
+    return {"optimal_welfare_at_floor": ratio_optimum, "baseline_draws": float(draws)}
 
 
 def baseline_draws(customers: int, budget: int = 40_000_000) -> int:

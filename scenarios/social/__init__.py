@@ -1,5 +1,6 @@
 """The social-network scenario: a Reddit-like community of agents (MoltBook, OASIS)."""
 
-from scenarios.social.model import SocialConfig, SocialModel
+from scenarios.social.config import SocialConfig
+from scenarios.social.model import SocialModel
 
 __all__ = ["SocialConfig", "SocialModel"]

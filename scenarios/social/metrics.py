@@ -330,3 +330,10 @@ def like_minded_share(reader_opinions: np.ndarray, stances: np.ndarray, threshol
 def rate(hits: float, trials: float) -> Optional[float]:
     """hits / trials, None without trials."""
     return hits / trials if trials else None
+
+
+def cluster_figures(x: Sequence[float] | np.ndarray, gap: float, width: float) -> dict[str, float]:
+    """The opinion-cluster metrics of `opinion_groups`: major and minor clusters, and the share in none."""
+    groups = opinion_groups(x, gap, width)
+    return {"opinion_clusters": groups["major"], "opinion_minor_clusters": groups["minor"],
+            "opinion_unclustered_share": groups["unclustered_share"]}

@@ -15,100 +15,40 @@ per reply to a post); members are shown what they got since their last visit.
 Everything per agent lives in numpy arrays; per tick the cost is O(N) for the activity
 draw plus O(active x candidates) for the feeds; the expensive network metrics are computed
 every `metric_every` ticks (and on the last) on samples (see `tick_metric_docs`).
+
+This module holds the tick: the community's state, its feeds and reading, and what each phase asks and
+does. Beside it, an idea a module: the config (`config`), the follow graph (`graph`), the items (`items`),
+feed ranking (`feed`), opinion updates (`opinions`), the prompt text (`prompts`, `templates`), the metric
+functions (`metrics`) and the figures it reports (`report`), and the pieces that changed between decision
+contracts (`editions`, `legacy`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from pathlib import Path
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
-from pydantic import Field, model_validator
 
 from agents.base import SocietyAgent
-from sim.reward.components import nonzero
-from sim.core.contracts import Decision, DecisionRequest
-from sim.core.rng import derive_seed
-from sim.tick.config import ScenarioConfig
-from sim.tick.model import SocietyModel
-from sim.core.spaces import Choice, Text
 from scenarios.social import feed as feeds
 from scenarios.social import metrics as M
-from scenarios.social import opinions
+from scenarios.social import opinions, prompts, report
 from scenarios.social import templates as tpl
-from scenarios.social.graph import GENERATED, MAX_COMPLETE, build_graph, edgelist_nodes
+from scenarios.social.config import SocialConfig
+from scenarios.social.editions import EDITIONS, SocialEdition
+from scenarios.social.graph import build_graph
 from scenarios.social.items import Items
-from scenarios.social.strategies import STRATEGIES
 from scenarios.social.probes import PROBES
+from scenarios.social.strategies import STRATEGIES
+from sim.core.contracts import Decision, DecisionRequest
+from sim.core.rng import derive_seed
+from sim.core.spaces import Choice, Text
+from sim.reward.components import nonzero
+from sim.tick.model import SocietyModel
 
-StrategyName = Literal["engaged", "lurker", "broadcaster", "random"]
-VERBS = ("comment", "upvote", "downvote", "follow", "unfollow")
-TEXT_SHOWN = 120  # characters of an item's text quoted in a prompt
 STANCE_SPACE = Choice(tpl.STANCES)
-
-
-class SocialConfig(ScenarioConfig):
-    """Config of the community; every field can be set with `--set key=value`."""
-
-    count_field: ClassVar[str] = "agents"
-    path_fields: ClassVar[tuple[str, ...]] = ("graph",)
-
-    agents: int = Field(200, ge=2, le=1_000_000, description="number of members")
-    ticks: int = Field(50, ge=1, le=100_000, description="ticks to run")
-    graph: str = Field("ba", description="initial follow graph: ba, ws, er, complete, empty, or an edge-list file path")
-    graph_m: int = Field(3, ge=1, le=100, description="ba: follows per newcomer; ws: k = 2m ring neighbours; er: mean out-degree")
-    rewire: float = Field(0.1, ge=0.0, le=1.0, description="ws: rewiring probability")
-    follow_back: float = Field(0.2, ge=0.0, le=1.0, description="generated graphs: probability each follow is returned")
-    recommender: Literal["chronological", "hot", "personalized", "random"] = Field("hot", description="feed ranking")
-    feed_size: int = Field(10, ge=1, le=50, description="items per feed")
-    feed_window: int = Field(5, ge=1, le=10_000, description="feeds draw on the items of the last this many ticks")
-    max_candidates: int = Field(2000, ge=10, le=100_000, description="at most this many newest items are ranked per tick")
-    hot_decay: float = Field(3.0, gt=0.0, le=1e6, description="hot: ticks that weigh as much as a tenfold vote score")
-    opinion_model: Literal["deffuant", "hk"] = Field("deffuant", description="scripted opinion update on what members read")
-    epsilon: float = Field(0.2, ge=0.0, le=1.0, description="confidence bound: opinions closer than this interact (and agree)")
-    mu: float = Field(0.3, ge=0.0, le=1.0, description="convergence rate: share of the difference moved per interaction")
-    like_minded: float = Field(0.2, ge=0.0, le=1.0, description="echo chamber: an author is like-minded within this opinion distance")
-    topic: str = Field("Should AI agents run their own communities without human oversight?", min_length=1, max_length=300,
-                       description="the question the community debates (opinion 1 = yes)")
-    forums: int = Field(8, ge=1, le=len(tpl.FORUMS), description="number of forums (topics of items)")
-    interest_concentration: float = Field(0.5, gt=0.0, le=100.0, description="Dirichlet concentration of interests over forums")
-    activity: float = Field(0.1, ge=0.0, le=1.0, description="mean probability that a member is active in a tick")
-    activity_skew: float = Field(1.0, ge=0.0, le=5.0, description="sigma of the lognormal spread of activity rates")
-    strategy: StrategyName = Field("engaged", description="scripted strategy of the members")
-    post_rate: float = Field(0.3, ge=0.0, le=1.0, description="engaged members: probability of posting when active")
-    reward_sensitivity: float = Field(0.5, ge=0.0, le=10.0,
-                                      description="engaged: post rate x (1+s) after an upvoted post, / (1+s) after an ignored one")
-    upvote_value: float = Field(1.0, ge=0.0, le=100.0, description="payoff per upvote received")
-    downvote_value: float = Field(1.0, ge=0.0, le=100.0, description="payoff lost per downvote received")
-    reply_value: float = Field(1.0, ge=0.0, le=100.0, description="payoff per reply received")
-    reply_bonus: float = Field(0.0, ge=0.0, le=100.0, description="platform incentive: extra payoff per reply to a post")
-    show_reward: bool = Field(True, description="LLM members are told the votes and replies they got since their last visit")
-    text_tokens: int = Field(40, ge=4, le=256, description="LLM messages: at most this many tokens")
-    stance_readback: bool = Field(True, description="an LLM member's message takes the stance read back from its text, and its "
-                                  "author's opinion becomes that stance (so epsilon does not apply to LLM members); false: "
-                                  "messages carry the author's opinion and LLM members read by the bounded-confidence rule too")
-    metric_every: int = Field(10, ge=1, le=100_000, description="expensive network metrics every this many ticks (and the last)")
-    metric_sample: int = Field(500, ge=10, le=1_000_000, description="nodes sampled for the clustering coefficient")
-    path_sources: int = Field(16, ge=1, le=10_000, description="breadth-first-search sources sampled for the mean shortest path")
-    cluster_gap: float = Field(0.05, gt=0.0, le=1.0, description="opinion clusters: sorted opinions further apart than this split")
-
-    def data_paths(self) -> dict[str, Path]:
-        return {} if self.graph in GENERATED else {"graph": Path(self.graph)}
-
-    @model_validator(mode="after")
-    def _check(self) -> "SocialConfig":
-        if self.graph not in GENERATED:
-            path = Path(self.graph)
-            if not path.is_file():
-                raise ValueError(f"graph must be one of {', '.join(GENERATED)} or an edge-list file; {self.graph!r} is neither")
-            nodes = edgelist_nodes(path)
-            if nodes > self.agents:
-                raise ValueError(f"edge-list {self.graph!r} names {nodes} nodes but agents={self.agents}; set agents >= {nodes}")
-        if self.graph == "complete" and self.agents > MAX_COMPLETE:
-            raise ValueError(f"graph=complete is limited to {MAX_COMPLETE} agents (n(n-1) follows); got agents={self.agents}")
-        return self
 
 
 class Member(SocietyAgent):
@@ -152,18 +92,16 @@ class SocialModel(SocietyModel):
         # the scripted opinion update: scripted members, and LLM members whose stance is not read back from their text
         **dict.fromkeys(("mu", "opinion_model"), ({"@policy": "scripted"}, {"stance_readback": False})),
     }
+    editions = EDITIONS  # what changed between decision contracts: scenarios.social.editions
+    tick_metric_docs = report.TICK_METRIC_DOCS
+    final_metric_docs = report.FINAL_METRIC_DOCS
+    component_docs = report.COMPONENT_DOCS
+    metric_units = report.UNITS
     config: SocialConfig
+    edition: SocialEdition
 
     #: published values for a real network of AI agents, shown beside a run's (see analysis/reference.py)
-    reference: ClassVar[dict[str, dict[str, Any]]] = {
-        "reciprocity": {"value": 0.197, "source": "MoltBook, arXiv 2602.10131",
-                        "set_by": "input: the seeded graph's follow_back (follows during the run move it a little)"},
-        "comment_depth_mean": {"value": 1.07, "source": "MoltBook, arXiv 2602.10131", "set_by": "emerges"},
-        "duplicate_share": {"value": 0.341, "source": "MoltBook, arXiv 2602.10131 (34.1% exact duplicates)",
-                            "set_by": "emerges"},
-        "participation_gini_authors": {"value": 0.84, "source": "MoltBook, arXiv 2603.16128 (Reddit: 0.47)", "reddit": 0.47,
-                                       "set_by": "emerges"},
-    }
+    reference: ClassVar[dict[str, dict[str, Any]]] = report.REFERENCE
 
     # ----- setup ---------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -287,29 +225,16 @@ class SocialModel(SocietyModel):
 
     # ----- requests -------------------------------------------------------------------------------
     def observe(self, agent: Member, phase: str) -> Optional[DecisionRequest]:
-        idx = agent.idx
-        if phase == "choose":
-            r = self.row[idx]
-            return None if r < 0 else self._choose_request(agent, int(r))
-        if phase == "write":
-            return self._write_request(agent) if idx in self.pending else None
-        if phase == "stance" and idx in self.wrote and agent.policy == "llm":
-            item = self.wrote[idx]
-            return DecisionRequest(
-                agent_id=agent.unique_id, tick=self.tick, phase=phase, space=STANCE_SPACE, default="neutral",
-                backend=agent.policy, strategy=agent.strategy,
-                context=tpl.STANCE_CONTEXT.substitute(topic=self.config.topic, text=self.quoted(self.items.text[item])),
-                question=tpl.STANCE_QUESTION, seed=self.seeds.seed_for(self.tick, agent.unique_id, phase))
-        return None
-
-    def _shown(self, text: str) -> str:
-        """A member's text as a prompt quotes it (cut at TEXT_SHOWN characters)."""
-        return self.quoted(text, TEXT_SHOWN, legacy=_short(text))
+        return _REQUESTS[phase](self, agent)
 
     def _feed_of(self, r: int) -> list[int]:
         return self.feed_list[r][: self.n_feed[r]]
 
-    def _choose_request(self, agent: Member, r: int) -> DecisionRequest:
+    def _request_choose(self, agent: Member) -> Optional[DecisionRequest]:
+        """An active member's one action on its feed (post, idle, or comment, vote, follow or unfollow item K)."""
+        r = int(self.row[agent.idx])
+        if r < 0:
+            return None  # not active this tick
         c, idx, k = self.config, agent.idx, self.n_feed[r]
         ids = self.feed_list[r][:k]
         followed = tuple(self.followed_list[r][:k])
@@ -320,23 +245,13 @@ class SocialModel(SocietyModel):
             "reward_sensitivity": c.reward_sensitivity, "last_post": self.outcome.get(idx),
             "stances": self.stance_list[r][:k], "followed": list(followed), "interest": self.interest_list[r][:k],
         }
-        context = self._context(agent, ids, followed) if agent.policy == "llm" else ""
+        context = prompts.feed_context(self, agent, ids, followed) if agent.policy == "llm" else ""
         return self.request(agent, "choose", space, "idle", obs, context, tpl.CHOOSE)
 
-    def _context(self, agent: Member, ids: list[int], followed: tuple[bool, ...]) -> str:
-        """Shared rules first, then this member's feed, rewards and view (prefix sharing across the batch)."""
-        c, it, idx = self.config, self.items, agent.idx
-        text = tpl.RULES.substitute(forums=", ".join(f"m/{f}" for f in tpl.FORUMS[: c.forums]), topic=c.topic)
-        shown = [tpl.ITEM.substitute(
-            k=k + 1, kind="comment" if it.parent[i] >= 0 else "post", author=int(self.uid[it.author[i]]),
-            followed=" (you follow)" if followed[k] else "", forum=tpl.FORUMS[it.topic[i]],
-            score=int(it.up[i] - it.down[i]), replies=int(it.replies[i]), text=self._shown(it.text[i])) for k, i in enumerate(ids)]
-        text += tpl.FEED.substitute(items="".join(shown)) if shown else tpl.FEED_EMPTY
-        if c.show_reward:
-            text += tpl.REWARD.substitute(up=int(self.seen_up[idx]), down=int(self.seen_down[idx]), replies=int(self.seen_replies[idx]))
-        return text + tpl.YOU.substitute(agent=agent.unique_id, stance=tpl.stance_words(float(self.opinion[idx])))
-
-    def _write_request(self, agent: Member) -> DecisionRequest:
+    def _request_write(self, agent: Member) -> Optional[DecisionRequest]:
+        """The text of the post or comment a member chose to write."""
+        if agent.idx not in self.pending:
+            return None
         c, it, idx = self.config, self.items, agent.idx
         kind, ref = self.pending[idx]
         obs: dict[str, Any] = {"kind": kind, "opinion": float(self.opinion[idx]), "epsilon": c.epsilon}
@@ -346,36 +261,50 @@ class SocialModel(SocietyModel):
         else:
             obs.update(forum=tpl.FORUMS[it.topic[ref]], parent_stance=float(it.stance[ref]))
             k = self._feed_of(int(self.row[idx])).index(ref) + 1
-            question = tpl.WRITE_COMMENT.substitute(k=k, author=int(self.uid[it.author[ref]]), text=self._shown(it.text[ref]))
+            question = prompts.comment_question(self, k, ref)
         context = ""
         if agent.policy == "llm":
             r = int(self.row[idx])
             ids = self._feed_of(r)
-            context = self._context(agent, ids, tuple(self.feed_followed[r, : len(ids)].tolist()))
+            context = prompts.feed_context(self, agent, ids, tuple(self.feed_followed[r, : len(ids)].tolist()))
         default = "Interesting." if kind == "comment" else f"Hello m/{obs['forum']}."
         return self.request(agent, "write", Text(max_tokens=c.text_tokens), default, obs, context, question)
 
+    def _request_stance(self, agent: Member) -> Optional[DecisionRequest]:
+        """An LLM member's message's stance, read back from its text by the same model (persona-free)."""
+        if agent.idx not in self.wrote or agent.policy != "llm":
+            return None
+        return DecisionRequest(
+            agent_id=agent.unique_id, tick=self.tick, phase="stance", space=STANCE_SPACE, default="neutral",
+            backend=agent.policy, strategy=agent.strategy, context=prompts.stance_context(self, self.wrote[agent.idx]),
+            question=tpl.STANCE_QUESTION, seed=self.seeds.seed_for(self.tick, agent.unique_id, "stance"))
+
     # ----- acting -------------------------------------------------------------------------------------
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:
-        if phase == "choose":
-            for d in decisions:
-                self._apply_choice(d)
-            self.seen_up[self.readers] = 0  # members have now been shown what they got
-            self.seen_down[self.readers] = 0
-            self.seen_replies[self.readers] = 0
-            self._count_responses()
-        elif phase == "write":
-            for d in decisions:
-                self._apply_text(d)
-            if "stance" not in self.phases():
-                self._publish()
-        elif phase == "stance":
-            for d in decisions:
-                idx = d.agent_id - int(self.uid[0])
-                value = tpl.STANCE_VALUES[tpl.STANCES.index(d.value)]
-                self.items.stance[self.wrote[idx]] = value
-                self.opinion[idx] = value
+        _ACTS[phase](self, decisions)
+
+    def _act_choose(self, decisions: Sequence[Decision]) -> None:
+        for d in decisions:
+            self._apply_choice(d)
+        self.seen_up[self.readers] = 0  # members have now been shown what they got
+        self.seen_down[self.readers] = 0
+        self.seen_replies[self.readers] = 0
+        self._count_responses()
+
+    def _act_write(self, decisions: Sequence[Decision]) -> None:
+        for d in decisions:
+            self._apply_text(d)
+        if "stance" not in self.phases():
             self._publish()
+
+    def _act_stance(self, decisions: Sequence[Decision]) -> None:
+        """Each message takes the stance read back from its text, and so does its author's opinion."""
+        for d in decisions:
+            idx = d.agent_id - int(self.uid[0])
+            value = tpl.STANCE_VALUES[tpl.STANCES.index(d.value)]
+            self.items.stance[self.wrote[idx]] = value
+            self.opinion[idx] = value
+        self._publish()
 
     def _apply_choice(self, d: Decision) -> None:
         idx = d.agent_id - int(self.uid[0])
@@ -452,7 +381,7 @@ class SocialModel(SocietyModel):
         self.counts["posts" if kind == "post" else "comments"] += 1
         self.wrote[idx] = item
         self.tick_items.append(item)
-        self.members[idx].remember(self.tick, "note", f"I wrote a {kind}: {self.quoted(text) if self.profile.quoted_text else text}")
+        self.members[idx].remember(self.tick, "note", f"I wrote a {kind}: {self.edition.note(text)}")
 
     def _publish(self) -> None:
         """Posts and comments become events, with their final stance."""
@@ -479,156 +408,15 @@ class SocialModel(SocietyModel):
                + c.reply_bonus * self.got_post_replies)
         return dict(zip(self.uid.tolist(), pay.astype(float).tolist()))
 
-    component_docs = {
-        "upvotes": "upvotes the member's posts and comments received this tick",
-        "downvotes": "downvotes the member's posts and comments received this tick",
-        "replies": "replies the member's posts and comments received this tick (the social reward: attention)",
-    }
-
     def reward_components(self) -> dict[str, dict[int, float]]:
         """The community's feedback on each member's writing this tick (non-zero counts only)."""
         return nonzero(self.uid, (("upvotes", self.got_up), ("downvotes", self.got_down), ("replies", self.got_replies)))
 
-    def _network_metrics(self) -> dict[str, Optional[float]]:
-        """The expensive ones, on samples: clustering, power-law fit of total degree, mean shortest path."""
-        c, n = self.config, self.config.agents
-        rng = np.random.default_rng(derive_seed(self.seed, "metrics", self.tick))
-        sample = rng.choice(n, size=min(n, c.metric_sample), replace=False)
-        sources = rng.choice(n, size=min(n, c.path_sources), replace=False)
-        fit = M.powerlaw_fit(M.total_degrees(self.graph, n))
-        return {
-            "clustering": M.undirected_clustering(self.graph, sample.tolist()),
-            "degree_powerlaw_alpha": fit["alpha"], "degree_powerlaw_ks": fit["ks"], "degree_powerlaw_xmin": fit["xmin"],
-            "mean_shortest_path": M.mean_shortest_path(self.graph, sources.tolist()),
-        }
-
-    def _opinion_metrics(self) -> dict[str, Optional[float]]:
-        x, c = self.opinion, self.config
-        out = {"opinion_mean": float(x.mean()), "opinion_variance": float(x.var()),
-               "opinion_bimodality": M.bimodality_coefficient(x)}
-        if self.profile.metrics < 2:  # the first definition: every gap-split group of >= 1% of members, however wide
-            out["opinion_clusters"] = float(M.opinion_clusters(x, c.cluster_gap, 0.01))
-            return out
-        groups = M.opinion_groups(x, c.cluster_gap, c.epsilon)
-        out.update({"opinion_clusters": groups["major"], "opinion_minor_clusters": groups["minor"],
-                    "opinion_unclustered_share": groups["unclustered_share"]})
-        return out
-
     def scenario_metrics(self) -> dict[str, Optional[float]]:
-        it = self.items
-        edges = self.n_edges
-        texts = [it.text[i] for i in self.tick_items]
-        posts = [it.text[i] for i in self.tick_items if it.parent[i] < 0]
-        comments = [i for i in self.tick_items if it.parent[i] >= 0]
-        conv = M.template_convergence(posts)
-        if conv is not None:
-            self.convergence.append(conv)
-        out: dict[str, Optional[float]] = {
-            "active": float(self.readers.size), **{k: float(v) for k, v in self.counts.items()},
-            "follow_edges": float(edges), "reciprocity": self.mutual / edges if edges else 0.0,
-            "indegree_gini": M.gini(self.in_deg), "top1_indegree_share": M.top_share(self.in_deg, 0.01),
-            "participation_gini": M.gini(self.posts_by),
-            "comment_depth_mean": M.mean_or_none(it.depth[comments]),
-            "comments_unreplied_share": M.unreplied_share(it.replies[: it.n][it.comments()]),
-            "duplicate_share": M.duplicate_share(texts, self.texts_seen),
-            "template_convergence": conv, "echo_chamber": self.echo,
-            **self._opinion_metrics(),
-        }
-        if self.tick == 1 or self.tick % self.config.metric_every == 0 or self.tick == self.config.ticks:
-            self.expensive = self._network_metrics()
-            out.update(self.expensive)
-        return out
-
-    metric_units = {"follow_edges": "edges", "state.follow_edges": "edges", "posts": "posts", "comments": "comments",
-                    "upvotes": "votes", "downvotes": "votes", "follows": "follows", "unfollows": "follows",
-                    "active": "members", "idle": "members"}
-
-    tick_metric_docs = {
-        "active": "members active this tick (each with its own activity rate)",
-        "posts": "posts written this tick", "comments": "comments written this tick",
-        "upvotes": "upvotes this tick", "downvotes": "downvotes this tick",
-        "follows": "new follows this tick", "unfollows": "unfollows this tick", "idle": "active members who did nothing",
-        "follow_edges": "follow edges after this tick",
-        "reciprocity": "share of follow edges u->v whose reverse exists (networkx overall_reciprocity; MoltBook 0.197)",
-        "indegree_gini": "Gini of the members' follower counts (in-degree)",
-        "top1_indegree_share": "share of all follows held by the top 1% of members by followers",
-        "participation_gini": "Gini of posts per member so far, over all members",
-        "comment_depth_mean": "mean depth of this tick's comments (1 = reply to a post)",
-        "comments_unreplied_share": "share of all comments so far that have no reply",
-        "duplicate_share": "share of this tick's messages whose exact text already occurred in the run",
-        "template_convergence": "mean pairwise cosine similarity of this tick's posts' bag-of-words vectors",
-        "echo_chamber": "share of this tick's feed exposures whose stance is within like_minded of the reader's opinion",
-        "opinion_mean": "mean opinion (0 = no, 1 = yes to the topic)", "opinion_variance": "variance of opinions (polarisation)",
-        "opinion_bimodality": "Sarle's bimodality coefficient of opinions (> 5/9 suggests two camps)",
-        "opinion_clusters": "major opinion clusters: groups of sorted opinions split at gaps > cluster_gap, no wider than "
-                            "epsilon, holding >= 10% of members (runs before contract 6: every group of >= 1%, however wide)",
-        "opinion_minor_clusters": "formed clusters (>= 2 members, no wider than epsilon) holding < 10% of members",
-        "opinion_unclustered_share": "share of members in no formed cluster: singletons and spreads wider than epsilon",
-        "clustering": "every metric_every ticks and the last: mean undirected local clustering over metric_sample members",
-        "degree_powerlaw_alpha": "every metric_every ticks: discrete MLE exponent of the total-degree tail (Clauset et al. 2009)",
-        "degree_powerlaw_ks": "every metric_every ticks: KS distance of that fit (goodness of fit; smaller is better)",
-        "degree_powerlaw_xmin": "every metric_every ticks: the fitted lower bound of the power-law tail",
-        "mean_shortest_path": "every metric_every ticks: mean hop distance (undirected) from path_sources sampled members",
-    }
+        return report.tick_metrics(self)
 
     def final_metrics(self) -> dict[str, Optional[float]]:
-        it = self.items
-        edges = self.n_edges
-        comments = it.comments()
-        authors = self.posts_by[self.posts_by > 0]
-        upvoted = M.rate(self.response[1], self.response[0])
-        ignored = M.rate(self.response[3], self.response[2])
-        return {
-            **{f"{k}_total": float(v) for k, v in self.totals.items()},
-            "messages_total": float(it.n),
-            "follow_edges": float(edges), "reciprocity": self.mutual / edges if edges else 0.0,
-            "indegree_gini": M.gini(self.in_deg), "top1_indegree_share": M.top_share(self.in_deg, 0.01),
-            **self.expensive,
-            "participation_gini": M.gini(self.posts_by),
-            "participation_gini_authors": M.gini(authors) if authors.size else None,
-            "comment_depth_mean": M.mean_or_none(it.depth[: it.n][comments]),
-            "comments_unreplied_share": M.unreplied_share(it.replies[: it.n][comments]),
-            "duplicate_share": (it.n - len(self.texts_seen)) / it.n if it.n else None,
-            "template_convergence": float(np.mean(self.convergence)) if self.convergence else None,
-            "echo_chamber": M.rate(self.exposure[0], self.exposure[1]),
-            **self._opinion_metrics(),
-            "opinion_shift": float(np.abs(self.opinion - self.opinion0).mean()),
-            "post_rate_after_upvoted": upvoted, "post_rate_after_ignored": ignored,
-            "reward_responsiveness": upvoted - ignored if upvoted is not None and ignored is not None else None,
-        }
-
-    final_metric_docs = {
-        "posts_total": "posts over the run", "comments_total": "comments over the run",
-        "upvotes_total": "upvotes over the run", "downvotes_total": "downvotes over the run",
-        "follows_total": "follows over the run", "unfollows_total": "unfollows over the run",
-        "idle_total": "active member-ticks with no action", "messages_total": "posts + comments over the run",
-        "follow_edges": "follow edges at the end",
-        "reciprocity": "share of final follow edges whose reverse exists (MoltBook 0.197, arXiv 2602.10131)",
-        "indegree_gini": "Gini of final follower counts",
-        "top1_indegree_share": "share of final follows held by the top 1% of members",
-        "clustering": "mean undirected local clustering of the final graph over metric_sample sampled members",
-        "degree_powerlaw_alpha": "discrete MLE power-law exponent of the final total degrees (x_min by minimum KS)",
-        "degree_powerlaw_ks": "KS distance of the final fit (goodness of fit)",
-        "degree_powerlaw_xmin": "x_min of the final fit",
-        "mean_shortest_path": "mean undirected hop distance of the final graph from path_sources sampled sources",
-        "participation_gini": "Gini of posts per member over the run, all members counted",
-        "participation_gini_authors": "Gini of posts per member among members with >= 1 post (MoltBook 0.84, Reddit 0.47, arXiv 2603.16128)",
-        "comment_depth_mean": "mean depth of all comments, 1 = reply to a post (MoltBook 1.07)",
-        "comments_unreplied_share": "share of all comments that got no reply",
-        "duplicate_share": "share of all messages whose exact text occurred earlier in the run (MoltBook 34.1%)",
-        "template_convergence": "mean over ticks of the mean pairwise bag-of-words cosine similarity of the tick's posts",
-        "echo_chamber": "share of all feed exposures over the run whose stance was within like_minded of the reader",
-        "opinion_mean": "final mean opinion", "opinion_variance": "final opinion variance (polarisation)",
-        "opinion_bimodality": "final Sarle bimodality coefficient",
-        "opinion_clusters": "final number of major opinion clusters (see the tick metric; runs before contract 6: "
-                            "groups of >= 1% of members, however wide)",
-        "opinion_minor_clusters": "final number of minor opinion clusters",
-        "opinion_unclustered_share": "final share of members in no formed cluster (1 = a spread, not a consensus)",
-        "opinion_shift": "mean absolute change of a member's opinion from start to end",
-        "post_rate_after_upvoted": "share of judged posts with >= 1 upvote after which the author's next active tick was a post",
-        "post_rate_after_ignored": "same after posts with no vote and no reply",
-        "reward_responsiveness": "post_rate_after_upvoted - post_rate_after_ignored",
-    }
+        return report.run_metrics(self)
 
     def initial_state(self) -> dict[str, Any]:
         """The seeded follow graph as [follower, followee] agent ids: the events carry only the run's changes."""
@@ -642,7 +430,10 @@ class SocialModel(SocietyModel):
                 "opinion_histogram": hist.tolist()}
 
 
-def _short(text: str) -> str:
-    """An item's text as prompts showed it before `quoted_text`: whitespace collapsed, cut at TEXT_SHOWN."""
-    text = " ".join(text.split())
-    return text if len(text) <= TEXT_SHOWN else text[: TEXT_SHOWN - 3] + "..."
+#: what each phase asks a member, and how the phase's decisions apply
+_REQUESTS: dict[str, Callable[[SocialModel, Member], Optional[DecisionRequest]]] = {
+    "choose": SocialModel._request_choose, "write": SocialModel._request_write, "stance": SocialModel._request_stance,
+}
+_ACTS: dict[str, Callable[[SocialModel, Sequence[Decision]], None]] = {
+    "choose": SocialModel._act_choose, "write": SocialModel._act_write, "stance": SocialModel._act_stance,
+}

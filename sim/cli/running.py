@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 from rich.table import Table
 
-from scenarios.registry import get_scenario
 from sim.cli.app import DbOption, JsonOption, app, fmt, open_store, out, reference_table, with_progress
 from sim.runner.limits import DEFAULT_SEEDS, MAX_PARAPHRASES
 
@@ -57,7 +56,7 @@ def run(
 
     result = with_progress(f"{scenario} seed {spec.seed}", as_json,
                            lambda progress: execute(spec, store, progress=progress),
-                           total=horizon(spec, get_scenario(spec.scenario)), info=info)
+                           total=horizon(spec), info=info)
     if as_json:
         print(json.dumps(result.to_json()))
         return

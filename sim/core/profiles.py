@@ -2,11 +2,16 @@
 
 A stored run must replay with the random streams and the prompt text it was made with (its scripted
 draws and its LLM cache keys depend on both), so every `RunSpec` names the version of the decision
-contract it was made under (`RunSpec.contract`), and code that behaves differently between versions
-asks that version's `DecisionProfile` what to do: `profile(spec.contract).shared_history`, never
-`if contract >= 3`. New runs are made under `CONTRACT`. A change that would alter the decisions of
-an existing spec adds a profile (and bumps `CONTRACT`); the old ones stay, so stored runs replay.
-The versions' history and measurements are in docs/architecture.md ("Decision contracts").
+contract it was made under (`RunSpec.contract`). New runs are made under `CONTRACT`. A change that
+would alter the decisions (or the stored metrics) of an existing spec adds a profile (and bumps
+`CONTRACT`); the old ones stay, so stored runs replay.
+
+A profile holds the switches of the platform's own pieces (the random streams, the spec's digest, memory
+sizes, quoting, the built-in LLM prompt, Perolat's metrics, reward vectors), each read once where the piece
+is chosen: `SocietyModel.__init__`, `agents.llm.prompts.builtin_template`, `SeedStream`, `RunSpec.digest`.
+What a scenario changed between contracts is not a switch here: the scenario keeps its old pieces frozen and
+picks them from its table of editions (sim.tick.editions), so no rule of a scenario asks which contract it runs
+under. The versions' history is in docs/architecture.md ("Decision contracts").
 """
 
 from __future__ import annotations
@@ -27,9 +32,6 @@ class DecisionProfile:
     #: agent memories take the config's `memory_window` and `memory_summary_chars` (else Memory's
     #: defaults, 8 items and 400 characters)
     configured_memory: bool
-    #: what every agent saw (the fishery's month: catches in all, messages, proposals, votes) is one
-    #: shared history in the situation text, not a line in every agent's own memory, so prompts share it
-    shared_history: bool
     #: the built-in LLM prompt asks for a Number in one sentence after the question ("Answer with a
     #: number from 0 to 68 in steps of 1.") and lists memory items without a header line
     compact_prompt: bool
@@ -39,10 +41,9 @@ class DecisionProfile:
     #: memory lines name the scenario's own unit of time ("round 3", "tick 3"), not "month" in every scenario
     tick_noun: bool = False
     #: the metric definitions: 1 = as first written; 2 = as corrected against the papers (issue 24): Perolat's four
-    #: over material payoffs, not shaped rewards; the fishery's proposal read from the amount to catch (not the first
-    #: "N tons"), over-usage of the demanded catch every month, efficiency over months survived uncapped; the
-    #: market's welfare ratio against the optimum at the lowest prices the sellers may charge; opinion clusters as
-    #: major/minor clusters (docs/metrics.md lists every change)
+    #: over material payoffs, not shaped rewards (the scenarios' own corrections are in their editions: the fishery's
+    #: proposal, over-usage and efficiency; the market's welfare ratio and baselines; the community's opinion
+    #: clusters; docs/metrics.md lists every change)
     metrics: int = 1
     #: each agent step stores its reward vector (named components, sim.reward.components), and the reward is the
     #: config's `reward_weights` over them (default: the payoff, as before)
@@ -50,20 +51,16 @@ class DecisionProfile:
 
 
 PROFILES: dict[int, DecisionProfile] = {
-    1: DecisionProfile(1, rng=1, digest_names_contract=False, configured_memory=False, shared_history=False,
-                       compact_prompt=False),
-    2: DecisionProfile(2, rng=2, digest_names_contract=True, configured_memory=False, shared_history=False,
-                       compact_prompt=False),
-    3: DecisionProfile(3, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
-                       compact_prompt=False),
-    4: DecisionProfile(4, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
-                       compact_prompt=True),
-    5: DecisionProfile(5, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
-                       compact_prompt=True, quoted_text=True, tick_noun=True),
-    6: DecisionProfile(6, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
-                       compact_prompt=True, quoted_text=True, tick_noun=True, metrics=2),
-    7: DecisionProfile(7, rng=2, digest_names_contract=True, configured_memory=True, shared_history=True,
-                       compact_prompt=True, quoted_text=True, tick_noun=True, metrics=2, reward_components=True),
+    1: DecisionProfile(1, rng=1, digest_names_contract=False, configured_memory=False, compact_prompt=False),
+    2: DecisionProfile(2, rng=2, digest_names_contract=True, configured_memory=False, compact_prompt=False),
+    3: DecisionProfile(3, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=False),
+    4: DecisionProfile(4, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True),
+    5: DecisionProfile(5, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
+                       tick_noun=True),
+    6: DecisionProfile(6, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
+                       tick_noun=True, metrics=2),
+    7: DecisionProfile(7, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
+                       tick_noun=True, metrics=2, reward_components=True),
 }
 VERSIONS = tuple(PROFILES)
 #: the decision contract new runs are made under

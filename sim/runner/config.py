@@ -1,6 +1,9 @@
-"""Config at the boundary: YAML files and `--set key=value` pairs into a validated RunSpec.
+"""Config at the boundary: YAML files and `--set key=value` pairs into a validated, bound RunSpec.
 
-Every problem becomes a `UsageError` with one line that names the field and the valid values.
+A run resolves itself once: `build_spec` looks its scenario up, validates its config and plans its
+population, and returns a `BoundSpec` (the spec with those three) that `execute` trusts; a spec made
+another way (by hand, read from the store) is bound once by `bind`. Every problem becomes a
+`UsageError` with one line that names the field and the valid values.
 """
 
 from __future__ import annotations
@@ -11,18 +14,20 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, PrivateAttr, ValidationError
 
 from agents.llm.prompts import get_template
-from scenarios.registry import get_scenario, reference_of
+from scenarios.registry import get_scenario, resolve
 from sim.core.errors import UsageError
 from sim.core.fields import NumberError
 from sim.core.profiles import CONTRACT, profile
-from sim.core.refs import absolute, is_reference, load_strategy
+from sim.core.refs import absolute, is_reference
 from sim.core.spec import POLICIES, LLMSpec, RunSpec, policies_used
 from sim.reward.components import COMMON_COMPONENTS, DEFAULT_WEIGHTS, unknown_weights
 from sim.runner.data import absolute_paths
+from sim.tick.config import ScenarioConfig
 from sim.tick.model import SocietyModel
+from sim.tick.population import Population, plan_population
 
 RESERVED = ("scenario", "seed", "policy", "llm", "ticks")
 
@@ -212,17 +217,16 @@ def build_spec(
     ticks: Optional[int] = None,
     llm: Optional[dict[str, Any]] = None,
     overrides: Optional[typing.Mapping[str, Any]] = None,
-) -> RunSpec:
+) -> BoundSpec:
     """Merge file, `--set` pairs, `overrides` (fields given from code) and flags (later wins), validate,
-    and return a frozen RunSpec.
+    and return the frozen RunSpec bound to what it resolved to (a `BoundSpec`: `execute` trusts it).
 
     `scenario` is a registered name, a `module:Class` / `path/to/file.py:Class` reference or a class;
     the spec holds what `scenarios.reference_of` makes of it (built-in names unchanged, file paths
     absolute), so that a later process can load the class again.
     """
     given = scenario if isinstance(scenario, str) else None
-    scenario = reference_of(scenario)
-    cls = get_scenario(scenario)
+    scenario, cls = resolve(scenario)
     if config_file:
         folder = Path(config_file).parent
         data = absolute_paths(cls, absolute_refs(load_yaml(config_file), folder), folder)
@@ -261,7 +265,8 @@ def build_spec(
         llm_spec = LLMSpec.model_validate(llm_data)
     except ValidationError as exc:
         raise UsageError(describe_error(exc, LLMSpec, "llm.")) from None
-    check_population(cls, config, policy)
+    check_weights(cls, config)
+    population = plan_population(cls, config, policy)
     if llm_spec.template is not None:
         get_template(llm_spec.template)  # a template that cannot be loaded is bad input, said now
     if "llm" not in policies_used(config.population, policy) and isinstance(set_data.get("llm"), dict):
@@ -273,8 +278,74 @@ def build_spec(
         verb = "applies" if len(given) == 1 else "apply"
         raise UsageError(f"{' and '.join(given)} only {verb} to LLM agents, and this run has none: add --policy llm "
                          "(or a population group with policy: llm)")
-    return RunSpec(scenario=scenario, config=config.model_dump(mode="json"), seed=seed, policy=policy, llm=llm_spec,
+    spec = RunSpec(scenario=scenario, config=config.model_dump(mode="json"), seed=seed, policy=policy, llm=llm_spec,
                    contract=CONTRACT)
+    return BoundSpec.of(spec, cls, config, population)
+
+
+class BoundSpec(RunSpec):
+    """A RunSpec resolved once: its scenario class, its validated config and its population, planned and checked.
+
+    `build_spec` returns one and `execute` trusts it; `bind` makes one of any other RunSpec. It is the RunSpec in
+    every other way (stored, hashed and compared as one). A copy with changes (`model_copy(update=...)`) is another
+    spec: a plain RunSpec, bound again when it runs.
+    """
+
+    _scenario_class: type[SocietyModel] = PrivateAttr()
+    _settings: ScenarioConfig = PrivateAttr()
+    _population: Population = PrivateAttr()
+
+    @classmethod
+    def of(cls, spec: RunSpec, scenario_class: type[SocietyModel], settings: ScenarioConfig,
+           population: Population) -> "BoundSpec":
+        """`spec` with what it resolved to (the caller has validated and checked them)."""
+        bound = cls.model_construct(_fields_set=spec.model_fields_set, **dict(spec))
+        bound._scenario_class, bound._settings, bound._population = scenario_class, settings, population
+        return bound
+
+    @property
+    def scenario_class(self) -> type[SocietyModel]:
+        """The scenario's class."""
+        return self._scenario_class
+
+    @property
+    def settings(self) -> ScenarioConfig:
+        """The config, validated (`config` is its plain data, as stored)."""
+        return self._settings
+
+    @property
+    def population(self) -> Population:
+        """Who plays, checked (sim.tick.population)."""
+        return self._population
+
+    def model_copy(self, *, update: Optional[typing.Mapping[str, Any]] = None, deep: bool = False) -> RunSpec:
+        """A copy: this bound spec itself when nothing changes, else a plain RunSpec (with the changes)."""
+        if not update and not deep:
+            return self
+        return RunSpec.model_construct(_fields_set=self.model_fields_set, **dict(self)).model_copy(update=update, deep=deep)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RunSpec):
+            return dict(self) == dict(other)
+        return NotImplemented
+
+    __hash__ = RunSpec.__hash__
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled (a process pool, Ray) as the plain spec: the other process binds it again."""
+        return RunSpec.model_validate, (self.model_dump(mode="json"),)
+
+
+def bind(spec: RunSpec) -> BoundSpec:
+    """`spec` resolved once: its scenario looked up, its config validated (as a config file is) and its population
+    checked, so that a spec built by hand or read from the store is bad input (UsageError) before anything is
+    written. A BoundSpec is returned as it is."""
+    if not isinstance(spec, BoundSpec):
+        cls = get_scenario(spec.scenario)
+        config = validate_config(cls.Config, spec.config)
+        check_weights(cls, config, spec.contract)
+        spec = BoundSpec.of(spec, cls, config, plan_population(cls, config, spec.policy))
+    return spec
 
 
 def absolute_refs(data: dict[str, Any], base: Optional[Path] = None) -> dict[str, Any]:
@@ -309,38 +380,7 @@ def check_weights(cls: type[SocietyModel], config: Any, contract: int = CONTRACT
 
 
 def check_population(cls: type[SocietyModel], config: Any, policy: str, contract: int = CONTRACT) -> None:
-    """Every strategy the config names for scripted agents exists: a scenario's own name, or a reference that loads.
-
-    A population group's `strategy`, and the config's own `strategy` field when some agent takes it
-    (a group without a strategy, or no population) and is scripted. UsageError naming the field otherwise.
-    """
+    """A config's reward weights (`check_weights`) and population (sim.tick.population) are good for scenario `cls`
+    under `policy`; UsageError naming the field otherwise."""
     check_weights(cls, config, contract)
-    population = config.population
-    if "synthesis" in policies_used(population, policy) and not cls.synthesis:
-        raise UsageError(f"{cls.name or cls.__qualname__} does not support --policy synthesis (agents run by a program "
-                         "an LLM writes); the grid games do: gathering, cleanup")
-    if any(g.enter > 1 for g in population or ()) and not cls.late_entry:
-        raise UsageError(f"bad value for 'population.enter': {cls.name or cls.__qualname__} does not support late entry; "
-                         "every group takes part from tick 1")
-    strategies = sorted(cls.strategies)
-    named = [("population.strategy", g.strategy) for g in population or () if g.strategy is not None]
-    own = getattr(config, "strategy", cls.default_strategy)  # what agents without a group strategy play
-    field = "strategy" if "strategy" in type(config).model_fields else f"{cls.name or cls.__qualname__}.default_strategy"
-    if isinstance(own, str):
-        takers = [g for g in population or () if g.strategy is None] if population else None
-        scripted = (any((g.policy or policy) == "scripted" for g in takers) if takers is not None
-                    else policy == "scripted")
-        if is_reference(own) or scripted:
-            named.append((field, own))
-    for field, strategy in named:
-        if is_reference(strategy):
-            try:
-                load_strategy(strategy)
-            except UsageError as exc:
-                raise UsageError(f"bad value for {field!r}: {exc}") from None
-        elif not strategies:
-            raise UsageError(f"{cls.name or cls.__qualname__} has no scripted strategies, so it has no scripted agents: "
-                             "run it with --policy llm (or give the class `strategies`)")
-        elif strategy not in strategies:
-            raise UsageError(f"bad value for {field!r}: {strategy!r}; valid: {', '.join(strategies)}, "
-                             "or a reference module:function or path/to/file.py:function")
+    plan_population(cls, config, policy)

@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from scenarios.registry import get_scenario
 from sim.core.backend import Backend
 from sim.core.errors import UsageError
 from sim.core.interrupts import Terminated, shielded, stop_signals
@@ -23,7 +22,7 @@ from sim.core.records import TickRecord
 from sim.core.rng import SeedStream
 from sim.core.spec import RunSpec
 from sim.runner.backends import make_backends
-from sim.runner.config import check_population, validate_config
+from sim.runner.config import bind
 from sim.runner.data import DATA_KEY, data_fingerprints
 from sim.runner.plans import FreshRun, RunPlan
 from sim.store.store import Store
@@ -84,23 +83,25 @@ def versions() -> dict[str, Any]:
     return out
 
 
-def horizon(spec: RunSpec, cls: type[SocietyModel]) -> int:
-    """How many ticks the run has at most (its scenario's `horizon_field`)."""
-    return int(spec.config[cls.horizon_field])
+def horizon(spec: RunSpec, cls: Optional[type[SocietyModel]] = None) -> int:
+    """How many ticks the run has at most (its scenario's `horizon_field`; `cls`: the scenario, where the caller has
+    looked it up, else the bound spec's)."""
+    return int(spec.config[(cls or bind(spec).scenario_class).horizon_field])
 
 
 def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, backends: Optional[Mapping[str, Backend]] = None,
             progress: Optional[Progress] = None, stop_after: Optional[int] = None) -> RunResult:
     """Run `spec` to its end (or its tick `stop_after`), committing each tick; raise RunFailed if it fails.
 
-    `plan` says how the run starts (sim.runner.plans): a fresh row by default; a resumed or forked one
-    replays its committed ticks first. `backends` default to those the spec needs, behind the store's
-    LLM cache; `progress(tick, total, record)` is called after every committed tick.
+    `spec` is trusted as `build_spec` bound it (a spec made another way is bound here, once: its config and
+    population checked as a config file's are, bad input before any write). `plan` says how the run starts
+    (sim.runner.plans): a fresh row by default; a resumed or forked one replays its committed ticks first.
+    `backends` default to those the spec needs, behind the store's LLM cache; `progress(tick, total, record)`
+    is called after every committed tick.
     """
     plan = plan if plan is not None else FreshRun()
-    cls = get_scenario(spec.scenario)
-    config = validate_config(cls.Config, spec.config)  # a spec built by hand is checked as a config file is
-    check_population(cls, config, spec.policy, spec.contract)  # strategies that cannot be loaded here: bad input, before any write
+    spec = bind(spec)
+    cls, config = spec.scenario_class, spec.settings
     # built before the run row: a chat model that cannot be imported or built is bad input, not a failed run
     backends = dict(backends) if backends is not None else make_backends(spec, cls, store)
     broker = DecisionBroker(backends)  # refuses a backend that does not implement the protocol: nothing stored
@@ -131,7 +132,7 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
                     progress(record.tick, total, record)
 
             model = cls(plan.first_config(config), seed=spec.seed, broker=broker, policy=spec.policy,
-                        on_tick=commit, contract=spec.contract)
+                        on_tick=commit, contract=spec.contract, population=spec.population)
             if spec.rollout is not None:  # a rollout's decisions after its branch tick draw seeds of their own
                 model.seeds = SeedStream(spec.seed, model.profile.rng, tuple(spec.rollout))
             plan.attach(model)

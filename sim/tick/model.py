@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Callable, Mapping, Sequence
-from itertools import repeat
 from operator import attrgetter
 from typing import Any, ClassVar, Optional
 
@@ -19,11 +18,9 @@ import mesa
 from agents.base import SocietyAgent
 from agents.memory import Memory
 from agents.scripted import Strategy
-from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, Event, RequestBatch, values_by_agent
-from sim.core.errors import UsageError
-from sim.core.profiles import CONTRACT, profile
-from sim.core.records import StepColumns, TickRecord
-from sim.core.refs import is_reference, load_strategy
+from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, Event, RequestBatch
+from sim.core.profiles import CONTRACT, DecisionProfile, profile
+from sim.core.records import TickRecord
 from sim.core.rng import SeedStream, seed_keys
 from sim.core.spaces import Space
 from sim.core.text import quote
@@ -31,27 +28,51 @@ from sim.reward.docs import metric_docs
 from sim.reward.metrics import PerolatTracker
 from sim.tick.probe import Probe
 from sim.reward.norms import NormLedger
-from sim.reward.components import common_components, vectors
+from sim.reward.components import common_components
 from sim.reward.rewards import RewardLayer, describe_feedback
 from sim.tick.broker import DecisionBroker
-from sim.tick.config import PopulationGroup, ScenarioConfig
-from sim.tick.roster import Roster
+from sim.tick import legacy
+from sim.tick.config import ScenarioConfig
+from sim.tick.editions import Editions
+from sim.tick.population import Population, plan_population
+from sim.tick.recording import step_columns
+from sim.tick.roster import Entrants, Roster
 
 _by_id = attrgetter("unique_id")
 _policy, _strategy, _persona = attrgetter("policy"), attrgetter("strategy"), attrgetter("persona")
 
 
 class SocietyModel(mesa.Model):
-    """Base class of every scenario. Subclasses fill in the hooks below."""
+    """Base class of every scenario. A scenario declares the settings below and fills in the hooks.
 
+    The settings, by what they say: what the scenario is (`name`, `description`, `Config`, `horizon_field`);
+    who plays it (`strategies`, `default_strategy`, `late_entry`, `synthesis`, `tick_noun`); what its runs
+    measure (`tick_metric_docs`, `final_metric_docs`, `component_docs`, `metric_units`, `clock_metrics`,
+    `usage_phase`); how its runs are continued, replayed and checked (`fork_fields`, `fork_conditions`, `horizon_bounds`, `editions`, `probes`).
+    The hooks: the world (`setup`, `phases`, `update`, `observe`, `observe_batch`, `act`), its rewards
+    (`payoffs`, `reward_components`, `after_reward`, `sanctioned_count`), its records (`scenario_metrics`,
+    `final_metrics`, `state`, `initial_state`, `agent_profile`) and chart hints (`reference_lines`,
+    `usage_limit`). Everything else here is the tick's own (its order, the RNG, rewards, norms, records)
+    and helpers for scenarios (`request`, `batch_request`, `population_plan`, `quoted`, `emit`, `end`...).
+    """
+
+    # ----- what the scenario is ----------------------------------------------------------------------------
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     Config: ClassVar[type[ScenarioConfig]] = ScenarioConfig
     horizon_field: ClassVar[str] = ""
+    # ----- who plays it ------------------------------------------------------------------------------------
     strategies: ClassVar[Mapping[str, Strategy]] = {}
-    #: validity probes (`societas probe`, sim.tick.probe): matched requests that differ in one variable
-    probes: ClassVar[tuple[Probe, ...]] = ()
     default_strategy: ClassVar[str] = ""
+    #: whether a population group may join after tick 1 (`enter`); a scenario that says so keeps absent agents
+    #: out of its world until then (`entry_ticks`); any other refuses such a population as bad input
+    late_entry: ClassVar[bool] = False
+    #: whether agents may be run by a program an LLM writes (`--policy synthesis`, the `synthesis` backend); a
+    #: scenario that says so puts the program and the step's state in its requests (see agents.sandbox.backend)
+    synthesis: ClassVar[bool] = False
+    #: what one tick is, in the words agents read ("month", "round", "tick"): their memory lines are dated by it
+    tick_noun: ClassVar[str] = "tick"
+    # ----- what its runs measure (sim.reward.docs adds the base's own metrics) -------------------------------
     #: per-tick metrics (the `ticks` table): name -> one line saying what it measures
     tick_metric_docs: ClassVar[Mapping[str, str]] = {}
     #: the run's final summary (`runs.final_metrics`, `--json`): name -> what it is over the whole run
@@ -66,6 +87,7 @@ class SocietyModel(mesa.Model):
     #: the phase whose numeric action takes from a common resource (the fishery's `harvest`): each agent's is
     #: compared with `usage_limit` for its over-usage (GovSim's per-persona view); None: no such phase
     usage_phase: ClassVar[Optional[str]] = None
+    # ----- how its runs are continued, replayed and checked ------------------------------------------------
     #: config fields a fork may change mid-run: those the model reads as it goes (each tick, each game), not
     #: only when it builds the world. The reward layer's (reward_mode, lam, feedback) and the horizon always
     #: may; a fork that changes any other field is refused before it is stored
@@ -79,14 +101,21 @@ class SocietyModel(mesa.Model):
     #: fields that only bound the horizon (the donor game's generations bounds total_rounds): nothing reads them once
     #: the world is built, so a fork may change one only together with the horizon
     horizon_bounds: ClassVar[frozenset[str]] = frozenset()
-    #: what one tick is, in the words agents read ("month", "round", "tick"): their memory lines are dated by it
-    tick_noun: ClassVar[str] = "tick"
-    #: whether a population group may join after tick 1 (`enter`); a scenario that says so keeps absent agents
-    #: out of its world until then (`entry_ticks`); any other refuses such a population as bad input
-    late_entry: ClassVar[bool] = False
-    #: whether agents may be run by a program an LLM writes (`--policy synthesis`, the `synthesis` backend); a
-    #: scenario that says so puts the program and the step's state in its requests (see agents.sandbox.backend)
-    synthesis: ClassVar[bool] = False
+    #: the scenario's editions (sim.tick.editions): what its rules were made with under each decision contract, where
+    #: they changed; the run's is `self.edition`, picked once when the model is built. None: it never changed
+    editions: ClassVar[Optional[Editions[Any]]] = None
+    #: validity probes (`societas probe`, sim.tick.probe): matched requests that differ in one variable
+    probes: ClassVar[tuple[Probe, ...]] = ()
+
+    #: (set per class, not declared) whether `observe_batch` may stand for `observe`: not where a subclass makes
+    #: requests or applies decisions its own way below the class that batches them (its own code sees every request)
+    _batched: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        batcher = _owner(cls, "observe_batch")
+        cls._batched = batcher is not SocietyModel and all(
+            issubclass(batcher, _owner(cls, hook)) for hook in ("observe", "act", "request", "batch_request"))
 
     def __init__(
         self,
@@ -97,17 +126,20 @@ class SocietyModel(mesa.Model):
         policy: str = "scripted",
         on_tick: Optional[Callable[[TickRecord], None]] = None,
         contract: int = CONTRACT,
+        population: Optional[Population] = None,
     ) -> None:
+        """`population`: who plays, as the runner planned and checked it when it bound the run's spec (default:
+        planned here from `config` and `policy`, sim.tick.population)."""
         super().__init__(seed=seed)
         self._roster = Roster([], random=self.random)  # model.agents (see `agents`)
-        # agents not yet handed to the store (`take_joined`): unique_id -> (agent, tick joined); one that leaves first is
-        # kept as its profile only, so the model never holds an agent that has left
-        self._joined: dict[int, tuple[Any, int]] = {}
+        self._entrants = Entrants(self._profile)  # agents not yet handed to the store (`take_joined`)
         self.config = config
         self.seed = seed
         self.contract = contract  # the run spec's decision contract: how decisions are made (sim.core.profiles)
         self.profile = profile(contract)
         self.seeds = SeedStream(seed, self.profile.rng)  # each decision's seed (sim.core.rng)
+        self.edition: Any = self.editions.at(contract) if self.editions is not None else None
+        self._bind_contract(self.profile)
         self.broker = broker
         self.policy = policy
         self.on_tick = on_tick
@@ -120,11 +152,25 @@ class SocietyModel(mesa.Model):
         self.last_record: Optional[TickRecord] = None
         self.fallbacks = 0  # fallback decisions so far (records are handed to the store, not kept)
         self._batch_ids: Optional[tuple[Any, list[Any], Any]] = None  # batch_request's agents, their ids and seed keys
-        self._add_referenced_strategies()
+        self.population = population if population is not None else plan_population(type(self), config, policy)
+        self.strategies = self.population.strategies  # (with those the config names by reference)
         self.setup()
         self.perolat = PerolatTracker(len(self.agents))
 
-    # ----- hooks a scenario fills in -----------------------------------------------------
+    def _bind_contract(self, p: DecisionProfile) -> None:
+        """The tick's pieces of decision profile `p`, picked once here (sim.tick.legacy keeps the old ones): the rules
+        never ask which contract they run under."""
+        self.memory_noun = self.tick_noun if p.tick_noun else legacy.MONTH  # what memory lines date an item by
+        self._memory: Callable[[ScenarioConfig], Memory] = configured_memory if p.configured_memory else legacy.default_memory
+        self._quote: Callable[[str, Optional[int]], str] = quote if p.quoted_text else legacy.plain_quote
+        self._name: Callable[[str], str] = quote if p.quoted_text else legacy.bare
+        self._perolat_over: Callable[[Mapping[int, float], Mapping[int, float]], Mapping[int, float]] = (
+            material if p.metrics >= 2 else legacy.shaped)  # Perolat's four: over the material payoffs (contract 6 on)
+        # each agent step stores its reward vector (contract 7 on)
+        self._vector: Callable[[Mapping[int, float]], Optional[dict[str, Mapping[int, float]]]] = (
+            self._reward_vector if p.reward_components else legacy.no_vector)
+
+    # ----- hooks a scenario fills in: the world ----------------------------------------------------------------
     def setup(self) -> None:
         """Create the world and the agents."""
 
@@ -152,6 +198,7 @@ class SocietyModel(mesa.Model):
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:
         """Apply a phase's decisions (already in seeded random order)."""
 
+    # ----- hooks a scenario fills in: its rewards --------------------------------------------------------------
     def payoffs(self) -> dict[int, float]:
         """Material payoff of each agent this tick."""
         return {}
@@ -161,21 +208,30 @@ class SocietyModel(mesa.Model):
         an agent a component leaves out has 0 of it. Each name is documented in `component_docs`."""
         return {}
 
+    def after_reward(self, rewards: Mapping[int, float]) -> None:
+        """Learning and bookkeeping once rewards are known (e.g. social learning)."""
+
+    def sanctioned_count(self) -> int:
+        """Agents sanctioned this tick, for Perolat's peace: the norm ledger's sanctions by default; a scenario with
+        its own sanctions (the grid games' tagging beam: agents tagged out) counts them itself."""
+        return len(self.norms.sanctioned())
+
+    # ----- hooks a scenario fills in: its records --------------------------------------------------------------
     def scenario_metrics(self) -> dict[str, float]:
         """The scenario's own metrics after this tick."""
         return {}
 
-    @classmethod
-    def reference_lines(cls, config: Mapping[str, Any]) -> dict[str, list[tuple[float, str]]]:
-        """Lines a chart of a metric or state field draws beside the data (metric -> [(value, label)]), from the
-        run's config: e.g. the fishery's collapse threshold and sustainable stock. None by default."""
+    def final_metrics(self) -> dict[str, float]:
+        """The scenario's summary of the whole run: totals and rates named as such.
+
+        Called once, after the last tick; the base adds the Perolat metrics and norm totals.
+        Kept apart from `scenario_metrics()` (this tick) so no figure mixes the two.
+        """
         return {}
 
-    @classmethod
-    def usage_limit(cls, config: Mapping[str, Any], state: Mapping[str, Any], agents: int) -> Optional[float]:
-        """The most one agent may take in a tick without over-using the resource, from the tick's stored state and
-        the number of agents who acted (`usage_phase`); None where there is no such limit."""
-        return None
+    def state(self) -> dict[str, Any]:
+        """A plain-data snapshot of the world after this tick."""
+        return {}
 
     def initial_state(self) -> dict[str, Any]:
         """What the run starts from that its events do not carry (e.g. the seeded follow graph), as plain data;
@@ -188,33 +244,18 @@ class SocietyModel(mesa.Model):
         return {"role": type(agent).__name__.lower(), "policy": getattr(agent, "policy", None),
                 "strategy": getattr(agent, "strategy", None), "persona": getattr(agent, "persona", "") or ""}
 
-    def take_joined(self) -> list[dict[str, Any]]:
-        """Profiles (`agent_profile` + id and the tick it joined) of the agents that joined since the last call."""
-        joined, self._joined = self._joined, {}
-        return [self._profile(a, tick) if not isinstance(a, dict) else a for a, tick in joined.values()]
-
-    def _profile(self, agent: Any, tick: int) -> dict[str, Any]:
-        return {"agent_id": int(agent.unique_id), "joined": tick, **self.agent_profile(agent)}
-
-    def state(self) -> dict[str, Any]:
-        """A plain-data snapshot of the world after this tick."""
+    # ----- hooks a scenario fills in: chart hints, from a stored run's config and state ------------------------
+    @classmethod
+    def reference_lines(cls, config: Mapping[str, Any]) -> dict[str, list[tuple[float, str]]]:
+        """Lines a chart of a metric or state field draws beside the data (metric -> [(value, label)]), from the
+        run's config: e.g. the fishery's collapse threshold and sustainable stock. None by default."""
         return {}
 
-    def after_reward(self, rewards: Mapping[int, float]) -> None:
-        """Learning and bookkeeping once rewards are known (e.g. social learning)."""
-
-    def sanctioned_count(self) -> int:
-        """Agents sanctioned this tick, for Perolat's peace: the norm ledger's sanctions by default; a scenario with
-        its own sanctions (the grid games' tagging beam: agents tagged out) counts them itself."""
-        return len(self.norms.sanctioned())
-
-    def final_metrics(self) -> dict[str, float]:
-        """The scenario's summary of the whole run: totals and rates named as such.
-
-        Called once, after the last tick; the base adds the Perolat metrics and norm totals.
-        Kept apart from `scenario_metrics()` (this tick) so no figure mixes the two.
-        """
-        return {}
+    @classmethod
+    def usage_limit(cls, config: Mapping[str, Any], state: Mapping[str, Any], agents: int) -> Optional[float]:
+        """The most one agent may take in a tick without over-using the resource, from the tick's stored state and
+        the number of agents who acted (`usage_phase`); None where there is no such limit."""
+        return None
 
     # ----- the run's summary ----------------------------------------------------------------
     def summary(self) -> dict[str, float]:
@@ -241,14 +282,19 @@ class SocietyModel(mesa.Model):
     def register_agent(self, agent: mesa.Agent) -> None:
         super().register_agent(agent)
         self._roster.add(agent)
-        self._joined[agent.unique_id] = (agent, self.steps)
+        self._entrants.joined(agent, self.steps)
 
     def deregister_agent(self, agent: mesa.Agent) -> None:
         super().deregister_agent(agent)
         self._roster.remove(agent)
-        pending = self._joined.get(agent.unique_id)
-        if pending is not None and pending[0] is agent:  # left before the store heard of it: keep who it was
-            self._joined[agent.unique_id] = (self._profile(agent, pending[1]), pending[1])
+        self._entrants.left(agent)
+
+    def take_joined(self) -> list[dict[str, Any]]:
+        """Profiles (`agent_profile` + id and the tick it joined) of the agents that joined since the last call."""
+        return self._entrants.take()
+
+    def _profile(self, agent: Any, tick: int) -> dict[str, Any]:
+        return {"agent_id": int(agent.unique_id), "joined": tick, **self.agent_profile(agent)}
 
     def agent_map(self) -> Mapping[int, mesa.Agent]:
         """unique_id -> agent, for every agent present (kept by the Roster: rebuilt only when agents change)."""
@@ -262,7 +308,7 @@ class SocietyModel(mesa.Model):
         models, would keep them all (a 200-member community is ~1 MB). Dropping this model's counter is the
         only change; call it when no agent will be added any more.
         """
-        self._joined = {}
+        self._entrants.clear()
         counters = getattr(mesa.Agent, "_ids", None)
         if isinstance(counters, dict):
             counters.pop(self, None)
@@ -272,68 +318,33 @@ class SocietyModel(mesa.Model):
     def tick(self) -> int:
         return self.steps
 
-    @property
-    def memory_noun(self) -> str:
-        """How memory lines date an item: the scenario's `tick_noun` (profiles before `tick_noun`: "month")."""
-        return self.tick_noun if self.profile.tick_noun else "month"
-
-    def quoted(self, text: str, limit: Optional[int] = None, legacy: Optional[str] = None) -> str:
-        """Text an agent or a data file wrote, as it enters a prompt: `sim.core.text.quote` (one line, between quotes
-        it cannot close). Under profiles before `quoted_text`, as runs were made then: `legacy` (default `text`)
-        between plain double quotes."""
-        if self.profile.quoted_text:
-            return quote(text, limit)
-        return f'"{text if legacy is None else legacy}"'
+    def quoted(self, text: str, limit: Optional[int] = None) -> str:
+        """Text an agent or a data file wrote, as it enters a prompt (cut to `limit` characters): `sim.core.text.quote`,
+        one line between quotes it cannot close (runs before decision contract 5: as written, between plain quotes)."""
+        return self._quote(text, limit)
 
     def named(self, text: str) -> str:
-        """A name or label an agent or a data file wrote, in a prompt: `quoted`; before `quoted_text`, bare."""
-        return quote(text) if self.profile.quoted_text else text
+        """A name or label an agent or a data file wrote, in a prompt: `quoted` (before contract 5: bare)."""
+        return self._name(text)
 
     def new_memory(self) -> Memory:
-        """An empty memory, sized by the config's `memory_window` and `memory_summary_chars` where the run's
-        decision profile says so (`configured_memory`; else Memory's defaults, as such runs were made)."""
-        if not self.profile.configured_memory:
-            return Memory()
-        return Memory(self.config.memory_window, self.config.memory_summary_chars)
+        """An empty memory, sized by the config's `memory_window` and `memory_summary_chars` (runs before decision
+        contract 3: Memory's defaults, as they were made)."""
+        return self._memory(self.config)
 
     def population_plan(self, n: int, *, strategy: Optional[str] = None, persona: str = "") -> list[tuple[str, str, str]]:
         """(policy, strategy, persona) for each of n agents, from `population` or the defaults.
 
         A group without a policy plays the run's `policy`; without a strategy, `strategy` (default: the
         config's `strategy` field, else the class's `default_strategy`); without a persona, `persona`.
-        Raises UsageError (bad input: the run is not stored) when the counts do not add up to n, or a scripted
-        agent's strategy is unknown.
+        The population was checked when it was planned (sim.tick.population); UsageError (bad input: the run
+        is not stored) when its counts do not add up to n.
         """
-        default_strategy = strategy or getattr(self.config, "strategy", self.default_strategy)
-        groups = self.config.population or [PopulationGroup(count=n)]
-        total = sum(g.count for g in groups)
-        if total != n:
-            raise UsageError(f"population counts add up to {total}, but the scenario has {n} agents")
-        late = [g for g in groups if g.enter > 1]
-        if late and not self.late_entry:
-            raise UsageError(f"{self.name or type(self).__name__} does not support late entry (population `enter`); "
-                             f"every group takes part from tick 1")
-        plan = []
-        for g in groups:
-            role = (g.policy or self.policy, g.strategy or default_strategy, g.persona or persona)
-            if role[0] == "scripted" and role[1] not in self.strategies:
-                raise UsageError(f"unknown {self.name or type(self).__name__} strategy {role[1]!r} for scripted agents; "
-                                 f"valid: {', '.join(sorted(self.strategies)) or 'none (the scenario has no strategies)'}")
-            plan.extend([role] * g.count)
-        return plan
+        return self.population.roles(n, strategy or getattr(self.config, "strategy", self.default_strategy), persona)
 
     def entry_ticks(self, n: int) -> list[int]:
         """The tick each of the n agents of `population_plan` joins (1 for all without a `population`)."""
-        groups = self.config.population or [PopulationGroup(count=n)]
-        return [g.enter for g in groups for _ in range(g.count)]
-
-    def _add_referenced_strategies(self) -> None:
-        """Strategies the config names by reference (`module:function`, `file.py:function`: a population
-        group's `strategy` or a `strategy` field) join this model's `strategies` before `setup()`."""
-        names = [g.strategy for g in self.config.population or ()] + [getattr(self.config, "strategy", None)]
-        wanted = sorted({n for n in names if is_reference(n) and n not in self.strategies})
-        if wanted:
-            self.strategies = {**dict(self.strategies), **{n: load_strategy(n) for n in wanted}}
+        return self.population.entries(n)
 
     def request(
         self,
@@ -418,9 +429,36 @@ class SocietyModel(mesa.Model):
     def _tick(self) -> None:
         self.events = []
         self.update()
-        taken: list[tuple[str, Sequence[Decision]]] = []  # each phase's decisions, in request order
+        taken = self._decide()
+        payoffs = self.payoffs()
+        _refuse_non_finite(self.tick, "payoff", payoffs)
+        components = self._vector(payoffs)
+        rewards = self.reward_layer.rewards(payoffs, components)
+        _refuse_non_finite(self.tick, "reward", rewards)
+        metrics = self._measure(payoffs, rewards)
+        layer = self.reward_layer
+        for agent in self.agents:
+            aid = agent.unique_id
+            agent.last_payoff = paid = payoffs.get(aid, 0.0)
+            agent.total_payoff += paid
+            agent.last_reward = rewards.get(aid, 0.0)
+            if agent.policy == "llm":  # feedback is prompt text: only LLM agents read it
+                agent.feedback = layer.feedback_for(aid, rewards, metrics)
+        self.after_reward(rewards)
+        state = self.state()
+        steps, fell = step_columns(*self._roster.by_id(), taken, payoffs, rewards, components)
+        self.fallbacks += fell
+        record = TickRecord(self.tick, metrics, state, steps, list(self.events), self.status)
+        self.last_record = record
+        if self.on_tick is not None:
+            self.on_tick(record)
+
+    def _decide(self) -> list[tuple[str, Sequence[Decision]]]:
+        """Each phase in turn: its requests (one batch, or agent by agent), decided by the broker, applied in a seeded
+        random order; until the world ends. Each phase's decisions, in request order."""
+        taken: list[tuple[str, Sequence[Decision]]] = []
         for phase in self.phases():
-            batch = self.observe_batch(phase)
+            batch = self.observe_batch(phase) if self._batched else None
             if batch is not None:
                 decided: Sequence[Decision] = self.broker.decide_columns(batch) if len(batch) else []
             else:
@@ -434,61 +472,42 @@ class SocietyModel(mesa.Model):
             self.act(phase, ordered)
             if not self.running and self.status != "running":
                 break
-        payoffs = self.payoffs()
-        _refuse_non_finite(self.tick, "payoff", payoffs)
-        components: Optional[dict[str, Mapping[int, float]]] = None
-        if self.profile.reward_components:
-            components = common_components(payoffs, self.norms.events)
-            components.update(self.reward_components())
-        rewards = self.reward_layer.rewards(payoffs, components)
-        _refuse_non_finite(self.tick, "reward", rewards)
+        return taken
+
+    def _measure(self, payoffs: Mapping[int, float], rewards: Mapping[int, float]) -> dict[str, float]:
+        """The tick's metrics: the scenario's own, Perolat's four so far, and the norm events' counts (flushed to
+        the tick's events)."""
         sanctioned = self.sanctioned_count()
         self.perolat.n_agents = len(self.agents)
-        # Perolat's four are over the material payoffs (profile `metrics` 2); the first profiles took the shaped rewards
-        self.perolat.update(payoffs if self.profile.metrics >= 2 else rewards, sanctioned)
+        self.perolat.update(self._perolat_over(payoffs, rewards), sanctioned)
         norm_counts = self.norms.tick_counts()
         self.events.extend(self.norms.flush())
         metrics = dict(self.scenario_metrics())
         metrics.update(self.perolat.values())
         metrics.update({f"norm_{k}s": float(v) for k, v in norm_counts.items()})
         self.last_metrics = metrics
-        layer = self.reward_layer
-        for agent in self.agents:
-            aid = agent.unique_id
-            agent.last_payoff = paid = payoffs.get(aid, 0.0)
-            agent.total_payoff += paid
-            agent.last_reward = rewards.get(aid, 0.0)
-            if agent.policy == "llm":  # feedback is prompt text: only LLM agents read it
-                agent.feedback = layer.feedback_for(aid, rewards, metrics)
-        self.after_reward(rewards)
-        record = TickRecord(self.tick, metrics, self.state(), self._steps(taken, payoffs, rewards, components),
-                            list(self.events), self.status)
-        self.last_record = record
-        if self.on_tick is not None:
-            self.on_tick(record)
+        return metrics
 
-    def _steps(self, taken: Sequence[tuple[str, Sequence[Decision]]], payoffs: Mapping[int, float],
-               rewards: Mapping[int, float], components: Optional[Mapping[str, Mapping[int, float]]] = None) -> StepColumns:
-        """The tick's agent steps (the agents present now, by id): decisions by phase, payoff, reward, reward
-        vector, fallbacks with their reasons, and each memory snapshot that changed since it was last stored."""
-        agents, present = self._roster.by_id()
-        ids = list(map(_by_id, agents))
-        fell: dict[int, list[str]] = {}
-        for _, decided in taken:
-            for d in decided.fallbacks() if isinstance(decided, DecisionColumns) else [d for d in decided if d.fallback]:
-                if d.agent_id in present:
-                    fell.setdefault(d.agent_id, []).append(f"{d.phase}: {d.reason}")
-        self.fallbacks += len(fell)
-        memories: dict[int, dict[str, Any]] = {}
-        for agent in [a for a in agents if a.memory.version != a.stored_memory_version]:
-            memories[agent.unique_id] = agent.memory.snapshot()
-            agent.stored_memory_version = agent.memory.version
-        return StepColumns(
-            ids, list(map(_policy, agents)), list(map(payoffs.get, ids, repeat(0.0))),
-            list(map(rewards.get, ids, repeat(0.0))), [(phase, values_by_agent(decided)) for phase, decided in taken],
-            {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
-            None if components is None else vectors(components, ids),
-        )
+    def _reward_vector(self, payoffs: Mapping[int, float]) -> dict[str, Mapping[int, float]]:
+        """The tick's reward components: the common ones (sim.reward.components), then the scenario's own."""
+        components: dict[str, Mapping[int, float]] = common_components(payoffs, self.norms.events)
+        components.update(self.reward_components())
+        return components
+
+
+def material(payoffs: Mapping[int, float], rewards: Mapping[int, float]) -> Mapping[int, float]:
+    """What Perolat's metrics are taken over: the material payoffs, never the shaped rewards (Perolat et al. 2017)."""
+    return payoffs
+
+
+def configured_memory(config: ScenarioConfig) -> Memory:
+    """An empty memory sized by the config's `memory_window` and `memory_summary_chars`."""
+    return Memory(config.memory_window, config.memory_summary_chars)
+
+
+def _owner(cls: type, name: str) -> type:
+    """The class of `cls`'s MRO that defines `name`."""
+    return next(k for k in cls.__mro__ if name in vars(k))
 
 
 class NonFiniteReward(ArithmeticError):

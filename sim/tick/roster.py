@@ -96,3 +96,34 @@ class Roster(AgentSet):
         """A plain AgentSet of the same agents (`select()` with no filter copies): a copy keeps no
         cached tuple, so it never holds an agent the model has removed."""
         return AgentSet(self.snapshot(), self.random)
+
+
+class Entrants:
+    """The agents not yet handed to the store, with the tick each joined (`SocietyModel.take_joined`).
+
+    One that leaves before the store hears of it is kept as its profile only (`profile(agent, tick)`), so the model
+    never holds an agent that has left.
+    """
+
+    def __init__(self, profile: Callable[[Any, int], dict[str, Any]]) -> None:
+        self._profile = profile
+        self._pending: dict[int, tuple[Any, int]] = {}  # unique_id -> (agent or its profile, tick joined)
+
+    def joined(self, agent: mesa.Agent, tick: int) -> None:
+        """`agent` joined at `tick`."""
+        self._pending[agent.unique_id] = (agent, tick)
+
+    def left(self, agent: mesa.Agent) -> None:
+        """`agent` left: if the store has not heard of it, keep who it was."""
+        pending = self._pending.get(agent.unique_id)
+        if pending is not None and pending[0] is agent:
+            self._pending[agent.unique_id] = (self._profile(agent, pending[1]), pending[1])
+
+    def take(self) -> list[dict[str, Any]]:
+        """The profiles of the agents that joined since the last call (in the order they joined)."""
+        pending, self._pending = self._pending, {}
+        return [self._profile(a, tick) if not isinstance(a, dict) else a for a, tick in pending.values()]
+
+    def clear(self) -> None:
+        """Forget every agent (the run is over)."""
+        self._pending = {}
