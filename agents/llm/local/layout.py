@@ -1,6 +1,6 @@
 """The shape of a batch: prompts grouped by shared prefix into a tree, each group cut into buckets.
 
-Pure Python over token ids (no torch), so it is tested and reasoned about on its own:
+Python and NumPy over token ids (no torch), so it is tested and reasoned about on its own:
 
 - requests are sorted by their token ids, so prompts with a common beginning sit side by side;
   the sorted list is cut into prefix groups where cutting saves more tokens than a forward costs
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 #: (shared prefix length, ancestor prefix lengths outermost first, buckets of request indices) per group
 Layout = list[tuple[int, tuple[int, ...], list[list[int]]]]
@@ -114,3 +116,14 @@ def lcp(a: Sequence[int], b: Sequence[int]) -> int:
 def common_prefix(ids: Sequence[list[int]]) -> int:
     """Length of the longest token prefix shared by every sequence (of sorted ids: of the first and last)."""
     return min(lcp(ids[0], x) for x in ids) if ids else 0
+
+
+def left_padded(rows: Sequence[Sequence[int]], pad: int, width: int = 0) -> np.ndarray:
+    """int64 [len(rows), max(width, longest row)]: each row right-aligned after `pad`s (a bucket's own tokens).
+    Row by row into one array: 1,000 rows of 60 ids took 16 ms as nested lists through torch.tensor, 1.7 ms so."""
+    width = max(width, max((len(r) for r in rows), default=0))
+    out = np.full((len(rows), width), pad, dtype=np.int64)
+    for i, r in enumerate(rows):
+        if r:
+            out[i, width - len(r):] = r
+    return out
