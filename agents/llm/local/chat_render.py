@@ -12,7 +12,8 @@ A template takes that path only when all of this holds, else every prompt runs t
   calls no function that could change between calls (only `raise_exception`, `namespace`, `range`);
 - run with markers, then with contents that open and end with blanks and hold Jinja, HTML, quote and chat-special
   text, it gives exactly the skeleton filled with each;
-- each batch's first prompt, rendered both ways, is the same text (else the fast path is turned off, and says so).
+- each batch's first prompt (`render_all`), rendered both ways, is the same text (else the fast path is turned off,
+  and says so).
 Messages with keys other than role and content, contents that are not strings and empty contents always run the
 template.
 """
@@ -102,8 +103,9 @@ class ChatRenderer:
         return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
 
     def render(self, messages: Sequence[dict[str, str]]) -> str:
-        """One prompt's text."""
-        return self.render_all([messages])[0]
+        """One prompt's text (checked as its role sequence's skeleton was, not again)."""
+        text = self._fast(messages)
+        return text if text is not None else self.by_template(messages)
 
     def render_all(self, batch: Sequence[Sequence[dict[str, str]]]) -> list[str]:
         """Each prompt's text; the batch's first prompt is rendered both ways and compared."""
