@@ -27,8 +27,9 @@ class NumberState:
         self.lo, self.hi = lo, hi
         lengths = hi_lengths if hi_lengths is not None else [len(str(v)) for v in hi.tolist()]
         self.max_digits = max(lengths)
-        self.pow10 = torch.tensor([10**e for e in range(self.max_digits + 1)], device=dev)
-        self.hi_digits = torch.tensor(lengths, device=dev)
+        # copied without waiting for the device (a blocking copy would wait for the prefill queued before it)
+        self.pow10 = torch.tensor([10**e for e in range(self.max_digits + 1)]).to(dev, non_blocking=True)
+        self.hi_digits = torch.tensor(lengths).to(dev, non_blocking=True)
         n = lo.shape[0]
         self.value = torch.zeros(n, dtype=torch.long, device=dev)
         self.digits = torch.zeros(n, dtype=torch.long, device=dev)
