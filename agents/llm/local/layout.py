@@ -116,7 +116,8 @@ def lcp(a: Sequence[int], b: Sequence[int]) -> int:
 def adjacent_lcps(ids: Sequence[list[int]], order: Sequence[int]) -> list[int]:
     """lcp of each pair of neighbours in `order`. Neighbours in sorted order mostly share as much as the pair before
     them (one group's common prefix), so that length is tried first with one slice comparison and confirmed by the
-    tokens on either side of it; where it does not hold, `lcp` scans (1,000 harvest prompts: 5.4 ms to ~2 ms)."""
+    tokens on either side of it; where it does not hold, `lcp` scans (1,000 harvest prompts: 2.8 ms to 2.2 ms on 2
+    cores; 4,096: 12.5 to 10.8 ms)."""
     out: list[int] = []
     guess = 0
     for a, b in zip(order, order[1:]):
