@@ -1,6 +1,8 @@
 """Where a batched call's time goes on this device: a one-token step's fixed cost (each engine; the lean one eager
-and replayed as a CUDA graph), the kernel-launch floor, and torch.profiler tables (by host and by device time) of a
-Number call of `--requests` requests, with each operation's share of the device time and the kernels launched.
+and replayed as a CUDA graph), the kernel-launch floor, the host's cost of one launch of each kind the lean forward
+makes (a torch op, a norm, a product, each Triton kernel), the time split of a Number call (render, tokenize, layout,
+the engine), and torch.profiler tables (by host and by device time) of a Number call of `--requests` requests, with
+each operation's share of the device time and the kernels launched.
 
     python benchmarks/gpu_profile.py --shape smollm2-135m --tokenizer DIR [--out FILE.txt] [--json FILE.json]
     python benchmarks/gpu_profile.py --shape tiny --device cpu --requests 8   # check the script on a CPU
@@ -13,11 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agents.llm.local.layout import layout  # noqa: E402
 from agents.llm.local.llm import LocalLLM  # noqa: E402
 from agents.llm.prompts import render_messages  # noqa: E402
 from benchmarks.llm_scale import as_space, median_time, sync  # noqa: E402
@@ -52,12 +56,17 @@ def device_time(event) -> float:
     return 0.0
 
 
-#: kinds of device kernel, by a word in their names (first match wins)
+#: kinds of device kernel, by a word in their names (first match wins). cuBLAS's Hopper products are named nvjet_*;
+#: torch's elementwise kernels say "nocast" (not a cast), their functor names what they compute (silu, mul...).
 KINDS = (("attention (Triton)", ("_attend_kernel",)), ("rotary + cache write (Triton)", ("_rope_write_kernel",)),
-         ("attention (SDPA)", ("attention", "fmha", "flash")), ("matrix products", ("gemm", "xmma", "cutlass", "cublas", "wgmma")),
-         ("norms", ("rms_norm", "RowwiseMoments", "norm")), ("copies and casts", ("copy", "Memcpy", "to_copy", "cast")),
+         ("MLP silu*mul (Triton)", ("_silu_mul_kernel",)),
+         ("attention (SDPA)", ("attention", "fmha", "flash")),
+         ("matrix products", ("nvjet", "gemm", "gemv", "xmma", "cutlass", "cublas", "wgmma")),
+         ("norms", ("rms_norm", "RowwiseMoments", "layer_norm", "norm_kernel")),
+         ("copies", ("copy_kernel", "direct_copy", "Memcpy", "to_copy")),
          ("concatenation", ("CatArray", "cat_")), ("reductions", ("reduce", "Reduce", "softmax", "logsumexp", "max_")),
-         ("elementwise", ("elementwise", "vectorized", "unrolled", "Memset", "fill")))
+         ("silu and mul (torch)", ("silu", "MulFunctor", "BinaryFunctor")),
+         ("other elementwise", ("elementwise", "vectorized", "unrolled", "Memset", "fill")))
 
 
 def kernel_shares(averages) -> dict:
@@ -74,6 +83,58 @@ def kernel_shares(averages) -> dict:
     return {"device_ms_total": total / 1000, "device_kernels_launched": sum(e.count for e in kernels),
             "share_by_kind": {k: round(v, 4) for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])},
             "share_by_kernel": {e.key[:120]: round(device_time(e) / total, 4) for e in top}}
+
+
+def launch_costs(lm, repeat: int = 200) -> dict:
+    """Host microseconds of one launch of each kind the lean forward makes, on one row (the device has nothing to
+    wait for): `repeat` launches queued back to back, then one synchronisation, divided."""
+    import torch
+    import torch.nn.functional as F
+
+    if lm.lean_problem is not None:
+        return {}
+    lm.engine = "lean"
+    dec = lm.fwd.dec
+    k, layer = dec.kernels, dec.layers[0]
+    dev, dt = lm.device, lm.dtype
+    x = torch.randn(1, dec.embed.shape[1], device=dev, dtype=dt)
+    qkv = F.linear(x, layer.qkv)
+    cache = dec.new_cache(1, 8)
+    kc, vc = cache[0]
+    col0 = torch.zeros(1, dtype=torch.int32, device=dev)
+    pos = torch.zeros(1, dtype=torch.long, device=dev)
+    gu = F.linear(x, layer.gate_up)
+    q = qkv[:, :dec.hq * dec.d].view(1, 1, dec.hq, dec.d)
+    o, acc = 0.01 * torch.randn(1, dec.hq * dec.d, device=dev, dtype=dt), torch.randn_like(x)
+    cos, sin = dec._tables
+    ops = {"torch add_": lambda: x.add_(0), "rms_norm": lambda: dec._norm(x, layer.ln1),
+           "linear (qkv)": lambda: F.linear(x, layer.qkv), "addmm_ (o)": lambda: acc.addmm_(o, layer.o.t()),
+           f"rope_write ({k.name})": lambda: k.rope_write(qkv, pos, cos, sin, kc, vc, col0, 1, dec.hq, dec.hk, dec.d),
+           f"attend ({k.name})": lambda: k.attend(q, None, None, kc, vc, col0, col0, None, dec.scale),
+           f"silu_mul ({k.mlp})": lambda: k.silu_mul(gu, dec.inter)}
+    out = {}
+    with torch.inference_mode():
+        for name, fn in ops.items():
+            fn()
+            sync(lm)
+            t = time.perf_counter()
+            for _ in range(repeat):
+                fn()
+            sync(lm)
+            out[name] = round(1e6 * (time.perf_counter() - t) / repeat, 1)
+    return out
+
+
+def number_split(lm, eng, reqs, msgs) -> dict:
+    """Milliseconds of each part of a Number call: render, tokenize, the layout, and the engine on token ids."""
+    texts = lm.render_all(msgs)
+    ids = lm.encode(texts)
+    bounds = [(int(r.space.lo), int(r.space.hi)) for r in reqs]
+    seeds = [r.seed for r in reqs]
+    parts = {"render": lambda: lm.render_all(msgs), "tokenize": lambda: lm.encode(texts),
+             "layout": lambda: layout(ids, lm.plan_rules(2)),
+             "engine": lambda: lm.decode_numbers(ids, bounds, eng.temperature, seeds)}
+    return {name: round(1000 * median_time(lm, fn, repeat=5), 2) for name, fn in parts.items()}
 
 
 def main() -> None:
@@ -118,10 +179,15 @@ def main() -> None:
     say(f"1,200 tiny kernels: {figures['launch_floor_ms_1200_tiny_kernels']:.2f} ms")
     on_gpu = lm.device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    figures["launch_host_us"] = launch_costs(lm)
+    lm.engine = default
+    say("host microseconds per launch (1 row): " + json.dumps(figures["launch_host_us"]))
     reqs = as_space(harvest_requests(args.requests, months_before=1), "number")
     msgs = [render_messages(r) for r in reqs]
     figures["number_call_s"] = median_time(lm, lambda: eng.answer(reqs, msgs))
     say(f"number x {args.requests} on {lm.engine}: {figures['number_call_s']:.4f} s")
+    figures["number_split_ms"] = number_split(lm, eng, reqs, msgs)
+    say("number call split (ms): " + json.dumps(figures["number_split_ms"]))
     with profile(activities=activities) as prof:
         eng.answer(reqs, msgs)
         sync(lm)

@@ -7,10 +7,15 @@
 #   scale    benchmarks/llm_scale.py scale + engines on random weights of SmolLM2-135M's shape: decisions/s by batch
 #            size beside the device's limits, and the fused path against the old one in the same process
 #   ticks    a 1,000-member social tick and a 1,000-fisher tick through the real runner and a SQLite store
-#   profile  benchmarks/gpu_profile.py: a one-token step per engine, the launch floor, one 1,000-request Number call
+#   profile  benchmarks/gpu_profile.py: a one-token step per engine, the launch floor, the host's cost of each kind of
+#            launch, a 1,000-request Number call split (render, tokenize, layout, engine) and profiled
 #   shapes   the 0.5B-7B cost table (random weights of public shapes)
 #   versus   the batched tick against one call per agent, and against transformers' generate
-# then merges the sections' JSON into $OUT/llm_scale-cuda.json and prints the summary table LAST.
+# then merges the sections' JSON into $OUT/llm_scale-cuda.json and prints the summary table LAST. Sections a short
+# rerun leaves out (SECTIONS=...) are carried into that file from benchmarks/results/llm_scale-cuda.json when it was
+# measured on a GPU too, each named under `carried` with its run's date; its headline stays under `previous_run`.
+# A short rerun (env 14 s, tests ~75, scale ~80, ticks ~30, profile ~25, summary ~13 on an H200):
+#   SECTIONS=env,tests,scale,ticks,profile BUDGET_S=270 bash benchmarks/gpu_run.sh     (device call: timeout_s 300)
 #
 # Prepared on the developer's machine (nothing can be fetched on the GPU machine), both folders git-ignored
 # (.git/info/exclude) and carried with the call:

@@ -6,7 +6,10 @@
 Each part is benchmarks/llm_scale.py's (or gpu_profile.py's) JSON of some sections; the merged file has every
 section once, the issue's targets read off them (benchmarks.llm_scale.gpu_targets), what each script section did
 (status: exit code and seconds; 124 = its time ran out), and the previous results file's headline figures under
-`previous_run`, so one file shows before and after. The table is printed last, for the tail of the log.
+`previous_run`, so one file shows before and after. A section this run did not measure (a short rerun: SECTIONS=...)
+is carried from the previous file when that was measured on the same kind of device, and `carried` names each such
+section with the date of the run that measured it (a target read off a carried section is that run's). The table
+is printed last, for the tail of the log.
 """
 
 from __future__ import annotations
@@ -49,9 +52,31 @@ def previous(path: Path) -> dict:
         return {}
     rows = [r for r in old.get("scale", {}).get("rows", []) if r.get("requests") in (1000, 4096)]
     social = old.get("ticks", {}).get("social", {})
+    engines = {kind: {k: row.get(k) for k in ("decisions_per_s", "split_lean")}
+               for kind, row in (old.get("engines") or {}).items() if isinstance(row, dict) and "decisions_per_s" in row}
     return {"runs": old.get("runs"), "machine": old.get("machine"), "scale_rows_1000_4096": rows,
-            "social_tick_wall_s": social.get("tick_wall_s"), "gpu_targets_met": old.get("gpu_targets_met"),
+            "social_tick_wall_s": social.get("tick_wall_s"), "social_engine_batches": social.get("engine_batches"),
+            "engines_at_1000": engines, "gpu_targets_met": old.get("gpu_targets_met"),
             "profile_number_1000": old.get("profile_number_1000_by_reference") or old.get("profile")}
+
+
+#: the sections a results file holds, which a short rerun may leave to the previous file
+SECTIONS = ("scale", "engines", "ticks", "profile", "shapes", "versus_single", "hf", "knobs", "limits")
+
+
+def carry(results: dict, old: dict) -> dict:
+    """Copy into `results` each section it lacks from `old` (a previous results file of the same device kind):
+    {section: date of the run that measured it}. Sections carried there already keep their first date."""
+    if not old or old.get("machine", {}).get("device") != results.get("machine", {}).get("device"):
+        return {}
+    date = (old.get("runs") or {}).get("date", "?")
+    earlier = old.get("carried", {})
+    done = {}
+    for name in SECTIONS:
+        if name not in results and name in old:
+            results[name] = old[name]
+            done[name] = earlier.get(name, date)
+    return done
 
 
 def tests_line(path: Path) -> str:
@@ -76,6 +101,9 @@ def table(results: dict, status: list[list[str]], tests: str) -> str:
     lines.append("script sections (exit code 0 ok, 124 out of time; seconds): " +
                  ", ".join(f"{name} {rc} {secs}s" for name, rc, secs in status))
     lines.append(f"tests: {tests}")
+    if results.get("carried"):
+        lines.append("carried from the previous results file (not rerun): " +
+                     ", ".join(f"{k} ({v})" for k, v in results["carried"].items()))
     rows = {(r["space"], r["requests"]): r for r in results.get("scale", {}).get("rows", [])}
     social = results.get("ticks", {}).get("social", {})
     num, cho = rows.get(("number", 1000)), rows.get(("choice", 1000))
@@ -131,6 +159,10 @@ def table(results: dict, status: list[list[str]], tests: str) -> str:
                      f"one-token step ms {json.dumps({k: round(v, 2) for k, v in prof.get('one_token_step_ms_1_row_200_cached', {}).items()})}")
         if prof.get("share_by_kind"):
             lines.append("  device time by kind: " + ", ".join(f"{k} {v:.0%}" for k, v in prof["share_by_kind"].items()))
+        if prof.get("number_split_ms"):
+            lines.append("  number call split (ms): " + ", ".join(f"{k} {v}" for k, v in prof["number_split_ms"].items()))
+        if prof.get("launch_host_us"):
+            lines.append("  host us per launch: " + ", ".join(f"{k} {v}" for k, v in prof["launch_host_us"].items()))
     for row in results.get("versus_single", {}).get("rows", []):
         lines.append(f"  batched vs one call per agent at {row['agents']}: {row['speedup']:.0f}x")
     for row in results.get("hf", {}).get("rows", []):
@@ -150,11 +182,18 @@ def main() -> None:
     results = merge([p for p in args.parts if p.is_file()])
     status = [line.split() for line in args.status.read_text().splitlines() if line.strip()] if args.status and args.status.is_file() else []
     tests = tests_line(args.tests) if args.tests else "not run"
+    try:
+        old = json.loads(args.previous.read_text())
+    except (OSError, ValueError):
+        old = {}
+    results["carried"] = carry(results, old)
     if results.get("machine", {}).get("device") == "cuda":
-        results["gpu_targets_met"] = gpu_targets(results)
+        results["gpu_targets_met"] = gpu_targets(results)  # a target read off a carried section: see `carried`
     results["runs"] = {"date": time.strftime("%Y-%m-%d"), "how": "bash benchmarks/gpu_run.sh (random weights, SmolLM2 tokenizer)",
                        "script_sections": status, "tests": tests}
     results["previous_run"] = previous(args.previous)
+    if isinstance(results["previous_run"], dict) and old.get("previous_run"):
+        results["previous_run"]["its_previous_run"] = {k: old["previous_run"].get(k) for k in ("runs", "machine", "gpu_targets_met")}
     args.out.write_text(json.dumps(results, indent=2))
     print(table(results, status, tests))
 

@@ -48,9 +48,9 @@ def split(lm: Any, eng: Any, reqs: list, msgs: list, repeat: int) -> dict:
     """Median seconds of rendering the chat template, tokenizing, and the engine alone on the token ids."""
     from benchmarks.llm_scale import median_time
 
-    texts = [lm.render(m) for m in msgs]
+    texts = lm.render_all(msgs)
     ids = lm.encode(texts)
-    render_s = median_time(lm, lambda: [lm.render(m) for m in msgs], repeat=repeat)
+    render_s = median_time(lm, lambda: lm.render_all(msgs), repeat=repeat)
     encode_s = median_time(lm, lambda: lm.encode(texts), repeat=repeat)
     kind = eng._kind(reqs[0])
     if kind == "number":

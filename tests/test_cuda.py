@@ -3,9 +3,9 @@
 Same random model (float64 on both, so no tie is decided by rounding), same prompts and seeds: choices,
 constrained numbers and free text must match exactly, sampled and greedy, the GPU on its default engine
 (the lean forward; float64 runs its torch kernels) and buckets cut small enough that prefixes and buckets
-split. Then the GPU's own pieces: the Triton kernels against the torch ones for every public shape's heads,
-the lean engine with them in float32 against the CPU, and decoding steps replayed as CUDA graphs against
-the same steps launched one by one.
+split. Then the GPU's own pieces: the Triton kernels against the torch ones for every public shape's heads and
+MLP widths, the lean engine with them in float32 against the CPU, and decoding steps replayed as CUDA graphs
+against the same steps launched one by one.
 """
 
 from __future__ import annotations
@@ -92,11 +92,22 @@ def test_triton_kernels_pass_their_check_for_the_public_shapes(dtype, heads):
     assert check(triton_kernels.rope_write, triton_kernels.attend, "cuda", getattr(torch, dtype), *heads, seed=3) == ""
 
 
+@pytest.mark.parametrize("dtype,inter", [("bfloat16", 1536), ("bfloat16", 4864), ("bfloat16", 8960), ("bfloat16", 18944),
+                                         ("float32", 1536)])
+def test_the_fused_mlp_kernel_passes_its_check_for_the_public_shapes(dtype, inter):
+    """Compiled on this GPU, silu(gate) * up in one pass equals torch's silu and mul for the intermediate sizes of
+    SmolLM2-135M, Qwen2.5-0.5B, -1.5B and -7B, on a prefill's rows and a one-row step."""
+    from agents.llm.local import triton_kernels
+    from agents.llm.local.kernels import check_silu_mul
+
+    assert check_silu_mul(triton_kernels.silu_mul, "cuda", getattr(torch, dtype), inter, seed=3) == ""
+
+
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 def test_lean_engine_with_triton_kernels_in_float32_decides_as_the_cpu(temperature):
     """The GPU's fused path in float32 (its Triton kernels in IEEE float32) against the CPU's transformers engine."""
     cpu, gpu = tiny_lm(device="cpu", dtype="float32"), tiny_lm(device="cuda", dtype="float32")
-    assert gpu.engine == "lean" and gpu.fwd.kernels == "triton", gpu.fwd.notes
+    assert gpu.engine == "lean" and gpu.fwd.kernels == "triton" and gpu.fwd.dec.kernels.mlp == "triton", gpu.fwd.notes
     prompts = _prompts(cpu, 30)
     seeds = [500 + i for i in range(len(prompts))]
     options = [["stay", "leave", "fine member 3", "x"][: 2 + i % 3] for i in range(len(prompts))]

@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.llm.local.kernels import Kernels, attend_torch, check, rope_write_torch  # noqa: E402
+from agents.llm.local.kernels import Kernels, attend_torch, check, check_silu_mul, rope_write_torch, silu_mul_torch  # noqa: E402
 from agents.llm.local.lean import unsupported  # noqa: E402
 from tests.tiny_lm import char_tokenizer, tiny_lm  # noqa: E402
 
@@ -197,6 +197,17 @@ def test_the_first_use_check_passes_the_torch_kernels_and_catches_a_wrong_one():
     assert "rotary write off" in check(no_rotation, attend_torch, "cpu", torch.float32, 6, 2, 16)
 
 
+def test_the_mlp_check_passes_torch_silu_mul_and_catches_a_wrong_one():
+    """The fused MLP kernel's first-use check: torch's silu(gate) * up passes, one that swaps gate and up, or uses
+    sigmoid for silu, does not; on a CPU the MLP runs torch's functions."""
+    assert check_silu_mul(silu_mul_torch, "cpu", torch.float32, 48) == ""
+    swapped = lambda gu, inter: silu_mul_torch(torch.cat([gu[:, inter:], gu[:, :inter]], 1), inter)  # noqa: E731
+    sigmoid = lambda gu, inter: torch.sigmoid(gu[:, :inter]) * gu[:, inter:]  # noqa: E731
+    assert "off by" in check_silu_mul(swapped, "cpu", torch.float32, 48)
+    assert "off by" in check_silu_mul(sigmoid, "cpu", torch.float32, 48)
+    assert Kernels("cpu", torch.float32, 6, 2, 16, inter=48).mlp == "torch"
+
+
 def test_kernels_fall_back_to_torch_and_say_why():
     """Triton where it cannot run (a CPU without the interpreter, float64, an odd head size): torch, with the reason."""
     env = os.environ.get("TRITON_INTERPRET")
@@ -252,10 +263,17 @@ INTERPRETED = textwrap.dedent("""
     interpreter_index_fix(interp)
     from agents.llm.local import triton_kernels as tk
     from agents.llm.local.kernels import check
+    from agents.llm.local.kernels import Kernels, check_silu_mul
     for dtype in (torch.float32, torch.float16):
         for hq, hk, d in ((6, 2, 16), (4, 4, 32)):
             problem = check(tk.rope_write, tk.attend, "cpu", dtype, hq, hk, d, seed=2)
             assert problem == "", (dtype, hq, hk, d, problem)
+        for inter in (48, 96, 1536):
+            problem = check_silu_mul(tk.silu_mul, "cpu", dtype, inter, seed=2)
+            assert problem == "", (dtype, inter, problem)
+    k = Kernels("cpu", torch.float32, 6, 2, 16, prefer="triton", inter=48)
+    assert (k.name, k.mlp) == ("triton", "triton"), k.note
+    assert Kernels("cpu", torch.float32, 6, 2, 16, prefer="triton", inter=40).mlp == "torch"  # 40 = 8 x 5: no block
     for name, q, pk, pv, kc, vc, start, col0, seg in _cases(torch.float32, d=16):
         got = tk.attend(q, pk, pv, kc, vc, start, torch.tensor([col0], dtype=torch.int32), seg, 0.25)
         want = _plain_attention(q, pk, pv, kc, vc, start.tolist(), col0, seg, 0.25)
@@ -279,8 +297,8 @@ def interpreter_index_fix(interp) -> None:
 @pytest.mark.slow  # about a minute: the interpreter runs every program of every launch in Python
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 def test_triton_kernels_under_the_interpreter_equal_the_references():
-    """The Triton kernels, run by Triton's interpreter on the CPU: the first-use check passes in float32 and float16,
-    and the attention equals the plain per-row softmax on every case."""
+    """The Triton kernels, run by Triton's interpreter on the CPU: the first-use checks pass in float32 and float16
+    (the MLP's for three intermediate sizes), and the attention equals the plain per-row softmax on every case."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", INTERPRETED], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "interpreted kernels ok" in done.stdout, done.stderr[-3000:]

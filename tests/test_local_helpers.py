@@ -61,3 +61,21 @@ def test_lcp_equals_the_token_by_token_count():
         cut = rng.randint(0, len(a))
         b = a[:cut] + [rng.randint(0, 2) for _ in range(rng.randint(0, 70))]
         assert lcp(a, b) == lcp(b, a) == plain(a, b)
+
+
+def test_neighbours_lcps_and_left_padding_equal_their_plain_definitions():
+    """adjacent_lcps (a guess from the pair before, confirmed) equals lcp pair by pair over sorted groups that share
+    prefixes of every length; left_padded puts each row's ids last after the pad, as the nested-list version did."""
+    import random
+
+    from agents.llm.local.layout import adjacent_lcps, lcp, left_padded
+
+    rng = random.Random(5)
+    for _ in range(2000):
+        base = [rng.randint(0, 4) for _ in range(rng.randint(0, 40))]
+        ids = [base[:rng.randint(0, len(base))] + [rng.randint(0, 4) for _ in range(rng.randint(0, 8))] for _ in range(rng.randint(1, 9))]
+        order = sorted(range(len(ids)), key=lambda i: ids[i])
+        assert adjacent_lcps(ids, order) == [lcp(ids[a], ids[b]) for a, b in zip(order, order[1:])]
+        width = max(map(len, ids))
+        assert left_padded(ids, 9).tolist() == [[9] * (width - len(r)) + r for r in ids]
+    assert left_padded([[1], []], 0, width=3).tolist() == [[0, 0, 1], [0, 0, 0]]

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from agents.llm.local.attention import shared_prefix
+from agents.llm.local.layout import left_padded
 
 
 @dataclass
@@ -57,7 +58,7 @@ class HFEngine:
         lm = self.lm
         own = [r[shared:] for r in rows]
         width = max(len(r) for r in own)
-        flat = torch.tensor([[lm.pad_id] * (width - len(r)) + r for r in own])  # left-padded, one tensor
+        flat = torch.from_numpy(left_padded(own, lm.pad_id))  # left-padded, one tensor
         lengths = torch.tensor([len(r) for r in own])
         if lm.pin_memory and lm.device.startswith("cuda"):
             flat, lengths = flat.pin_memory(), lengths.pin_memory()
@@ -72,6 +73,10 @@ class HFEngine:
             out = lm.model(input_ids=input_ids, attention_mask=mask4[:, None], position_ids=positions,
                            use_cache=True, logits_to_keep=1)
         return out.logits[:, -1, :].to(lm.fdtype), HFState(out.past_key_values, real, positions[:, -1] + 1)
+
+    def replays(self, state: HFState) -> bool:
+        """Whether the next step replays a captured graph: never here (each step runs the model's modules)."""
+        return False
 
     def step(self, tokens: torch.Tensor, state: HFState, prefix_kv) -> torch.Tensor:
         """Feed one token per row at its next position; the new logits (the state advances)."""

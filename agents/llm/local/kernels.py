@@ -1,5 +1,6 @@
-"""The lean forward's per-layer kernels: rotary + KV-cache write, and attention over a shared prefix plus each row's
-own cache, as torch functions (any device, any dtype) and as Triton kernels (`agents.llm.local.triton_kernels`).
+"""The lean forward's per-layer kernels: rotary + KV-cache write, attention over a shared prefix plus each row's
+own cache, and the MLP's silu(gate) * up, as torch functions (any device, any dtype) and as Triton kernels
+(`agents.llm.local.triton_kernels`).
 
 A bucket's KV cache holds each row's own tokens [B, Hk, L, D] (left-padded: a row's first real column is start[b]);
 the group's shared prefix is one copy [Hk, P, D]. Query s of a call sits at cache column q = col0 + s and sees
@@ -11,7 +12,8 @@ tensor on the device, so a captured CUDA graph replays with the column it is giv
 
 `Kernels(device, dtype)` picks the Triton kernels on CUDA for 16- and 32-bit floats after checking them against
 the torch functions on random inputs (any failure or mismatch: the torch functions, and `note` says why), and the
-torch functions elsewhere.
+torch functions elsewhere. The MLP's kernel is checked on its own (for the model's intermediate size): where it
+alone fails, torch's silu and mul run beside the Triton attention.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ def rope_write_torch(qkv: torch.Tensor, positions: torch.Tensor, cos: torch.Tens
     cols = col0.long() + torch.arange(seq, device=qkv.device)
     k_cache.index_copy_(2, cols, k.transpose(1, 2))
     v_cache.index_copy_(2, cols, v.transpose(1, 2))
+
+
+def silu_mul_torch(gu: torch.Tensor, inter: int) -> torch.Tensor:
+    """The MLP's activation on the fused gate-up product gu [T, 2 * inter]: silu(gate) * up [T, inter], as transformers'
+    Llama computes it (torch's silu, then the product, each rounded to the dtype)."""
+    return torch.nn.functional.silu(gu[:, :inter]) * gu[:, inter:]
 
 
 def visible(start: torch.Tensor, col0: torch.Tensor, seq: int, columns: int, seg: Optional[torch.Tensor]) -> torch.Tensor:
@@ -103,10 +111,13 @@ class Kernels:
     """The rotary-write and attention functions one lean forward uses on a device and dtype, for a model with `hq`
     query heads, `hk` key/value heads of size `head_dim` (the check compiles the shapes the model will run)."""
 
-    def __init__(self, device: str, dtype: torch.dtype, hq: int, hk: int, head_dim: int, prefer: Optional[str] = None) -> None:
-        """`prefer`: "triton" or "torch" to force one (tests, benchmarks); None: Triton on CUDA where it checks out."""
+    def __init__(self, device: str, dtype: torch.dtype, hq: int, hk: int, head_dim: int, prefer: Optional[str] = None,
+                 inter: int = 0) -> None:
+        """`prefer`: "triton" or "torch" to force one (tests, benchmarks); None: Triton on CUDA where it checks out.
+        `inter`: the MLP's intermediate size (0: the MLP runs torch's functions)."""
         self.name, self.note = "torch", ""
         self._triton: Any = None
+        self.mlp = "torch"  # "triton" where the fused silu(gate) * up kernel runs
         interpreted = os.environ.get("TRITON_INTERPRET") == "1"
         want = prefer or ("triton" if device.startswith("cuda") else "torch")
         if want != "triton":
@@ -132,9 +143,23 @@ class Kernels:
             self._fall_back(f"Triton kernels failed their check ({problem})")
             return
         self.name, self._triton = "triton", triton_kernels
+        if not inter:
+            return
+        if not triton_kernels.silu_mul_block(inter):
+            self.note = f"the fused MLP kernel needs an intermediate size divisible by 16, not {inter}: torch's silu and mul run"
+            return
+        try:
+            problem = check_silu_mul(triton_kernels.silu_mul, device, dtype, inter)
+        except Exception as exc:  # noqa: BLE001
+            problem = _one_line(exc)
+        if problem:
+            self.note = f"the fused MLP kernel failed its check ({problem}): torch's silu and mul run"
+            print(f"societas: {self.note}", file=sys.stderr)
+            return
+        self.mlp = "triton"
 
     def _fall_back(self, why: str) -> None:
-        self.name, self._triton = "torch", None
+        self.name, self._triton, self.mlp = "torch", None, "torch"
         self.note = f"{why}: the torch kernels run"
         print(f"societas: {self.note}", file=sys.stderr)
 
@@ -155,6 +180,15 @@ class Kernels:
             except Exception as exc:  # noqa: BLE001
                 self._fall_back(f"a Triton kernel failed ({_one_line(exc)})")
         return attend_torch(*args)
+
+    def silu_mul(self, gu: torch.Tensor, inter: int) -> torch.Tensor:
+        """silu_mul_torch's function, by the chosen kernel (a Triton failure falls back to torch, and says so)."""
+        if self.mlp == "triton" and self._triton is not None:
+            try:
+                return self._triton.silu_mul(gu, inter)
+            except Exception as exc:  # noqa: BLE001
+                self._fall_back(f"a Triton kernel failed ({_one_line(exc)})")
+        return silu_mul_torch(gu, inter)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -199,3 +233,20 @@ def check(rope_write, attend, device: str, dtype: torch.dtype, hq: int, hk: int,
         outs.append(torch.cat([x.flatten(), kc.flatten(), vc.flatten()]).double())
     err = float((outs[0] - outs[1]).norm() / outs[1].norm())
     return "" if err < tol else f"rotary write off by {err:.2e}"
+
+
+def check_silu_mul(silu_mul, device: str, dtype: torch.dtype, inter: int, seed: int = 0) -> str:
+    """'' when `silu_mul` agrees with silu_mul_torch on fresh random inputs (a prefill's rows and a one-row step, each
+    gate-up row wider than the product, as the fused product's slices are); else what differed."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    tol = CHECK_TOLERANCE[dtype]
+    for tokens in (37, 1):
+        gu = (3 * torch.randn(tokens, 2 * inter, generator=g)).to(device=device, dtype=dtype)
+        want = silu_mul_torch(gu, inter).double()
+        got = silu_mul(gu, inter)
+        if got.shape != want.shape:
+            return f"silu(gate) * up gave shape {tuple(got.shape)}, not {tuple(want.shape)}"
+        err = float((got.double() - want).norm() / want.norm())
+        if not err < tol:
+            return f"silu(gate) * up off by {err:.2e} ({tokens} rows)"
+    return ""

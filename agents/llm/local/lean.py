@@ -3,8 +3,9 @@ an already loaded transformers model: about ten launches a layer instead of tran
 
 - the query, key and value projections are one matrix product (their weights laid side by side, the model's own
   parameters becoming views of that one tensor, so nothing is stored twice), and so are the gate and up products;
-- the residual additions ride in the output products (`addmm`), the rotary embedding and the KV-cache write are
-  one kernel, attention over the shared prefix and the row's own cache is one kernel (`agents.llm.local.kernels`);
+- the residual additions ride in the output products, in place (`addmm_`: no copy of the residual stream), the
+  rotary embedding and the KV-cache write are one kernel, attention over the shared prefix and the row's own cache
+  is one kernel, and so is the MLP's silu(gate) * up (`agents.llm.local.kernels`);
 - a bucket's KV cache is allocated once, for its prompt and every token it may decode (no concatenation per step);
 - normalisation: on a GPU in 16 bits one fused `rms_norm` (no float32 round trip); otherwise transformers'
   arithmetic exactly (float32 statistics), so on a CPU in float64 it computes what transformers computes.
@@ -104,7 +105,7 @@ class LeanDecoder:
                                      _fuse([m.gate_proj, m.up_proj]), m.down_proj.weight))
         self.inter = self.layers[0].down.shape[1]
         self.rotary = inner.rotary_emb
-        self.kernels = Kernels(device, dtype, self.hq, self.hk, self.d, prefer=kernels)
+        self.kernels = Kernels(device, dtype, self.hq, self.hk, self.d, prefer=kernels, inter=self.inter)
         self._tables: tuple[torch.Tensor, torch.Tensor] = (torch.empty(0), torch.empty(0))
         self.ensure_positions(4096)
 
@@ -155,10 +156,12 @@ class LeanDecoder:
             q = qkv[:, :hq * d].view(b, s, hq, d)
             pk, pv = (prefix[i][0][0], prefix[i][1][0]) if prefix else (None, None)
             o = k.attend(q, pk, pv, kc, vc, start, col0, seg, self.scale).reshape(tokens, hq * d)
-            x = torch.addmm(x, o, layer.o.t()) if layer.o_bias is None else x + F.linear(o, layer.o, layer.o_bias)
+            if layer.o_bias is None:
+                x.addmm_(o, layer.o.t())
+            else:
+                x = x + F.linear(o, layer.o, layer.o_bias)
             h = self._norm(x, layer.ln2)
-            gu = F.linear(h, layer.gate_up)
-            x = torch.addmm(x, F.silu(gu[:, :self.inter]) * gu[:, self.inter:], layer.down.t())
+            x.addmm_(k.silu_mul(F.linear(h, layer.gate_up), self.inter), layer.down.t())
         return x.view(b, s, -1)
 
     def logits(self, hidden: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -14,8 +14,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import numpy as np
 import torch
 
+from agents.llm.local.layout import left_padded
 from agents.llm.local.lean import LeanDecoder
 
 
@@ -127,8 +129,9 @@ class LeanEngine:
             self._notes.append(f"CUDA graphs off: {why}")
             print(f"societas: CUDA graphs off ({why}); decoding steps run eagerly", file=sys.stderr)
 
-    def _ids(self, rows: list[list[int]]) -> torch.Tensor:
-        return torch.tensor(rows).to(self.lm.device, non_blocking=True)
+    def _device(self, array) -> torch.Tensor:
+        """A NumPy array on the engine's device."""
+        return torch.from_numpy(array).to(self.lm.device, non_blocking=True)
 
     def prefix_kv(self, tokens: list[int], parent=None, start: int = 0):
         """The KV of a shared prefix, one copy ([1, Hk, P, D] per layer); with `parent` (the KV of tokens[:start])
@@ -138,7 +141,7 @@ class LeanEngine:
         cache = self.dec.new_cache(1, n)
         zero = torch.zeros(1, dtype=torch.int32, device=dev)
         positions = torch.arange(start, len(tokens), device=dev)[None]
-        self.dec.forward(self._ids([tokens[start:]]), positions, cache, zero, zero, None, parent)
+        self.dec.forward(self._device(left_padded([tokens[start:]], 0)), positions, cache, zero, zero, None, parent)
         if parent is None:
             return cache
         return [(torch.cat([pk, k], dim=2), torch.cat([pv, v], dim=2)) for (pk, pv), (k, v) in zip(parent, cache)]
@@ -149,8 +152,8 @@ class LeanEngine:
         lm, dev = self.lm, self.lm.device
         own = [r[shared:] for r in rows]
         width = max(len(r) for r in own)
-        ids = self._ids([[lm.pad_id] * (width - len(r)) + r for r in own])
-        start = self._ids([width - len(r) for r in own]).to(torch.int32)
+        ids = self._device(left_padded(own, lm.pad_id))
+        start = self._device(np.fromiter((width - len(r) for r in own), dtype=np.int32, count=len(own)))
         real = torch.arange(width, device=dev)[None, :] >= start[:, None]
         positions = shared + (real.long().cumsum(-1) - 1).clamp(min=0)  # padding at the first position, as transformers
         self.dec.ensure_positions(shared + width + room + 1)
@@ -160,6 +163,10 @@ class LeanEngine:
         state = LeanState(cache, start, width, positions[:, -1] + 1)
         state.runner = StepRunner(self, cache, start, prefix, graph=self.graphs and room >= self.graph_min_steps)
         return self.dec.logits(hidden[:, -1], lm.fdtype), state
+
+    def replays(self, state: LeanState) -> bool:
+        """Whether the bucket's next step replays a captured CUDA graph (one launch: cheap to queue ahead)."""
+        return state.runner is not None and state.runner.graph is not None
 
     def step(self, tokens: torch.Tensor, state: LeanState, prefix_kv) -> torch.Tensor:
         """Feed one token per row at its next position into the next column; the new logits (the state advances)."""

@@ -49,7 +49,7 @@ class LocalLLM:
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
         # tokenized once here: the LM methods take the ids, and their lengths are the calls' tokens_in
-        prompts = self.lm.encode([self.lm.render(m) for m in messages])
+        prompts = self.lm.encode(self.lm.render_all(messages))
         reasoned = self._reason(requests, prompts)
         out: list[Optional[Answer]] = [None] * len(requests)
         groups: dict[str, list[int]] = {}

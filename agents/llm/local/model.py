@@ -6,8 +6,15 @@ An engine turns ids into logits: on a CPU, and for architectures the lean forwar
 transformers' own modules with the shared-prefix attention (`agents.llm.local.hf_engine`); on a GPU,
 for Llama-family models, the lean forward with fused kernels and CUDA graphs (`agents.llm.local.lean_engine`).
 
+Prompts become ids without running the chat template per prompt where the template only pastes the
+messages' contents (`agents.llm.local.chat_render`), and with the batch's common beginning tokenised
+once where the tokenizer allows a cut there (`agents.llm.local.prefix_encode`): the same text and ids.
+
 Decoding runs on the device, for all rows at once, with at most one host synchronisation per
-decoding step (to stop when every row is done):
+decoding step (to stop when every row is done). On a GPU the next step is queued before that check
+where its launch would otherwise leave the device idle: the first step (its launches overlap the
+prefill still running) and every step a captured CUDA graph replays; a step queued after the last
+one is discarded, so answers never change:
 - `choose`: one prefill; the options of a prompt go in one row after it with a tree-shaped
   mask; each option's score is its mean token log-likelihood, gathered for the option tokens
   only (logit minus logsumexp), summed per option with scatter_add; the pick is made on device.
@@ -31,15 +38,20 @@ from typing import Any, Optional
 import torch
 
 from agents.llm.local.attention import ATTN_NAME, register_attention
+from agents.llm.local.chat_render import ChatRenderer
 from agents.llm.local.device import default_batch_tokens, pick_device, pick_dtype, pick_threads
 from agents.llm.local.hf_engine import HFEngine
 from agents.llm.local.ids import ModelNotFound, resolve_model
 from agents.llm.local.layout import LayoutRules, layout
 from agents.llm.local.lean import unsupported as lean_unsupported
 from agents.llm.local.numbers import MAX_NUMBER_DIGITS, NumberState
+from agents.llm.local.prefix_encode import PrefixEncoder
 from agents.llm.local.sampling import STREAM_CHOICE, STREAM_NUMBER, STREAM_TEXT, seeded_pick
 
 ENGINES = ("transformers", "lean")
+#: a bucket of this many rows keeps the GPU busy with its prefill while the host launches its first step (an eager
+#: step's launches took 14.6 ms of an H200 machine's host; 1,000 rows' prefill ~40 ms of its device)
+QUEUE_AHEAD_ROWS = 64
 
 
 class LocalLM:
@@ -84,6 +96,7 @@ class LocalLM:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.pad_id = int(self.tokenizer.pad_token_id)
+        self.renderer, self.encoder = ChatRenderer(self.tokenizer), PrefixEncoder(self.tokenizer)
         self.eos_ids = {int(self.tokenizer.eos_token_id)}
         self._eos = torch.tensor(sorted(self.eos_ids), device=self.device)
         on_gpu = self.device.startswith("cuda")
@@ -101,6 +114,7 @@ class LocalLM:
         if any(i is None or i < 0 or i >= vocab for i in self.digit_ids):
             raise ModelNotFound("the tokenizer has no single-token digits; numbers cannot be decoded")
         self._digit_index = torch.tensor(self.digit_ids, device=self.device)
+        self._cand_ids = torch.cat([self._digit_index, self._digit_index.new_tensor([-1])])  # digits, then the stop
         self.fdtype = torch.float64 if self.dtype == torch.float64 else torch.float32  # logits' dtype for decoding
         self.lean_problem = lean_unsupported(self.model)  # why the lean engine cannot run this model (None: it can)
         self._engines: dict[str, Any] = {"transformers": HFEngine(self)}
@@ -157,33 +171,31 @@ class LocalLM:
 
     # ----- prompts ------------------------------------------------------------------------------
     def render(self, messages: Sequence[dict[str, str]]) -> str:
-        """Chat messages to the model's prompt text, ending where the assistant answers."""
-        return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+        """Chat messages to the model's prompt text, ending where the assistant answers (the chat template's text)."""
+        return self.renderer.render(messages)
+
+    def render_all(self, batch: Sequence[Sequence[dict[str, str]]]) -> list[str]:
+        """`render` of every prompt of a batch."""
+        return self.renderer.render_all(batch)
 
     def encode(self, prompts: Sequence[str] | Sequence[list[int]]) -> list[list[int]]:
         """Token ids of each prompt; prompts already given as token ids pass through untouched.
 
         Texts are encoded in one batch by the fast tokenizer's backend (no offsets kept, its own
-        threads): 1,000 harvest prompts took 0.25 s one by one, 0.13 s so on 2 cores, with the same ids.
+        threads): 1,000 harvest prompts took 0.25 s one by one, 0.13 s so on 2 cores, with the same ids;
+        their common beginning is tokenised once where the tokenizer allows it (`PrefixEncoder`).
         """
         texts = [i for i, p in enumerate(prompts) if not isinstance(p, list)]
         out = list(prompts)
         if texts:
-            for i, ids in zip(texts, self._encode_texts([prompts[i] for i in texts])):  # type: ignore[misc]
+            for i, ids in zip(texts, self.encoder.encode([prompts[i] for i in texts])):  # type: ignore[misc]
                 out[i] = ids
         return out  # type: ignore[return-value]
-
-    def _encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        batch = getattr(backend, "encode_batch_fast", None) or getattr(backend, "encode_batch", None)
-        if batch is None:  # a slow (Python) tokenizer
-            return [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
-        return [e.ids for e in batch(list(texts), add_special_tokens=False)]
 
     def option_ids(self, options: Sequence[Sequence[str]]) -> list[list[list[int]]]:
         """Token ids of every option (an empty option: the pad token), each distinct text encoded once."""
         distinct = list(dict.fromkeys(o for row in options for o in row))
-        ids = dict(zip(distinct, self._encode_texts(distinct) if distinct else []))
+        ids = dict(zip(distinct, self.encoder.whole(distinct) if distinct else []))
         return [[ids[o] or [self.pad_id] for o in row] for row in options]
 
     # ----- forward passes -----------------------------------------------------------------------
@@ -207,6 +219,22 @@ class LocalLM:
         """Feed one token per row; returns the new logits (the state advances)."""
         self.counters["decode_steps"] += 1
         return self.fwd.step(tokens, state, prefix_kv)
+
+    def _ahead(self, step: int, rows: int, state) -> bool:
+        """Whether to queue step `step`'s forward before checking that some row still needs it: on a GPU, after a
+        prefill of `QUEUE_AHEAD_ROWS` rows or more (step 0: the device is still running the prefill while the host
+        launches the step) and where the step replays a captured graph (one launch)."""
+        return self.device.startswith("cuda") and ((step == 0 and rows >= QUEUE_AHEAD_ROWS) or self.fwd.replays(state))
+
+    def _next(self, tokens: torch.Tensor, state, prefix_kv, done: torch.Tensor, ahead: bool) -> Optional[torch.Tensor]:
+        """The logits after feeding `tokens`, or None when every row is `done` (the step's one host synchronisation).
+        With `ahead` the step is queued first (`_ahead`); the flag is copied to the host before it, so the check waits
+        for the flag, not for the step, and a step queued for nothing is dropped (its answers are never read)."""
+        finished = _HostFlag(done.all())
+        if ahead:
+            logits = self._step(tokens, state, prefix_kv)
+            return None if finished else logits
+        return None if finished else self._step(tokens, state, prefix_kv)
 
     def plan_rules(self, steps: int) -> LayoutRules:
         """The layout rules for a call whose buckets each run `steps` forwards after their prefill.
@@ -265,7 +293,7 @@ class LocalLM:
         for bucket, (last, state), kv in self._batches(ids, steps=1, room=lambda b: max(width[i] for i in b)):
             toks = [option_ids[i] for i in bucket]
             scores, lp = self._option_scores(toks, last, state, kv)
-            seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
+            seed_t = on_device(torch.tensor([int(seeds[i]) for i in bucket]), self.device)
             k_ids = torch.arange(scores.shape[1], device=self.device).expand_as(scores)
             picks = seeded_pick(scores, temperature, seed_t, STREAM_CHOICE, 0, k_ids)
             picks_l, scores_l = picks.tolist(), scores.tolist()  # the bucket's one transfer to the host
@@ -298,15 +326,15 @@ class LocalLM:
         opt_ids, seg, off = torch.tensor(ids_l), torch.tensor(seg_l), torch.tensor(off_l)
         counts, exists = torch.tensor(counts_l, dtype=torch.float32), torch.tensor(exists_l)
         multi = bool((off > 0).any())  # decided on the host, before anything moves to the device
-        opt_ids, seg, off = opt_ids.to(self.device), seg.to(self.device), off.to(self.device)
+        opt_ids, seg, off = (on_device(t, self.device) for t in (opt_ids, seg, off))
         lp = last.gather(1, opt_ids) - torch.logsumexp(last, dim=-1, keepdim=True)  # each token as if first
         if multi:
             logits = self.fwd.option_logits(opt_ids, seg, off, kmax, state, kv)  # position j predicts token j + 1
             later = logits.gather(-1, opt_ids[:, 1:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
             lp = torch.cat([lp[:, :1], torch.where(off[:, 1:] > 0, later, lp[:, 1:])], dim=1)
         sums = torch.zeros((n, kmax + 1), dtype=lp.dtype, device=self.device).scatter_add_(1, seg, lp)[:, :kmax]
-        scores = sums / counts.to(self.device, lp.dtype)
-        return scores.masked_fill(~exists.to(self.device), float("-inf")), lp
+        scores = sums / on_device(counts, self.device).to(lp.dtype)
+        return scores.masked_fill(~on_device(exists, self.device), float("-inf")), lp
 
     # ----- numbers ------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -323,11 +351,12 @@ class LocalLM:
         digits = [len(str(min(max(0, int(b[1])), cap))) for b in bounds]
         steps = max(digits, default=1)  # digits of the widest bound
         for bucket, (logits, dstate), kv in self._batches(ids, steps=steps, room=lambda b: max(digits[i] for i in b) + 1):
-            lo = torch.tensor([min(max(0, int(bounds[i][0])), cap) for i in bucket], device=self.device)
-            hi = torch.tensor([min(max(0, int(bounds[i][1])), cap) for i in bucket], device=self.device)
-            seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
-            state = NumberState(lo, hi)
-            cand_ids = torch.cat([self._digit_index, self._digit_index.new_tensor([-1])]).expand(len(bucket), 11)
+            lo_l = [min(max(0, int(bounds[i][0])), cap) for i in bucket]
+            hi_l = [min(max(0, int(bounds[i][1])), cap) for i in bucket]
+            lo, hi = on_device(torch.tensor(lo_l), self.device), on_device(torch.tensor(hi_l), self.device)
+            seed_t = on_device(torch.tensor([int(seeds[i]) for i in bucket]), self.device)
+            state = NumberState(lo, hi, [len(str(v)) for v in hi_l])
+            cand_ids = self._cand_ids.expand(len(bucket), 11)
             trail: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (active, token fed or eos, its lp)
             for step in range(state.max_digits + 1):
                 lse = torch.logsumexp(logits, dim=-1, keepdim=True)
@@ -340,9 +369,13 @@ class LocalLM:
                     tok = torch.where(pick < 10, self._digit_index[pick.clamp(max=9)], self._eos[0])
                     trail.append((~state.done, tok, (logits.gather(1, tok[:, None]) - lse).squeeze(1)))
                 feed = state.advance(pick, self._digit_index, self.pad_id)
-                if step == state.max_digits or bool(state.done.all()):  # the step's one host synchronisation
+                if step == state.max_digits:
                     break
-                logits = self._step(feed, dstate, kv)
+                # every row is done after max_digits - 1 steps (a digit or a stop each): never queue that one ahead
+                ahead = step < state.max_digits - 1 and self._ahead(step, len(bucket), dstate)
+                logits = self._next(feed, dstate, kv, state.done, ahead)
+                if logits is None:
+                    break
             values, counts = state.value.tolist(), (state.digits + state.stopped.long()).tolist()
             for b, i in enumerate(bucket):
                 results[i] = (values[b], counts[b])
@@ -365,8 +398,8 @@ class LocalLM:
         room = lambda b: max(int(max_tokens[i]) for i in b)  # noqa: E731
         for bucket, (logits, state), kv in self._batches(ids, steps=longest, room=room):
             n, steps = len(bucket), max(int(max_tokens[i]) for i in bucket)
-            limit = torch.tensor([int(max_tokens[i]) for i in bucket], device=self.device)
-            seed_t = torch.tensor([int(seeds[i]) for i in bucket], device=self.device)
+            limit = on_device(torch.tensor([int(max_tokens[i]) for i in bucket]), self.device)
+            seed_t = on_device(torch.tensor([int(seeds[i]) for i in bucket]), self.device)
             out = torch.full((n, max(steps, 1)), self.pad_id, dtype=torch.long, device=self.device)
             length = torch.zeros(n, dtype=torch.long, device=self.device)
             done = limit <= 0
@@ -385,9 +418,11 @@ class LocalLM:
                 out[:, step] = torch.where(emit, tok, self.pad_id)
                 length += emit.long()
                 done = done | eos | (length >= limit)
-                if step == steps - 1 or bool(done.all()):  # the step's one host synchronisation
+                if step == steps - 1:
                     break
-                logits = self._step(torch.where(emit, tok, self.pad_id), state, kv)
+                logits = self._next(torch.where(emit, tok, self.pad_id), state, kv, done, self._ahead(step, n, state))
+                if logits is None:
+                    break
             rows, lens = out.tolist(), length.tolist()
             texts = self.tokenizer.batch_decode([r[:k] for r, k in zip(rows, lens)], skip_special_tokens=True)
             for b, i in enumerate(bucket):
@@ -395,6 +430,32 @@ class LocalLM:
             if tokens is not None:
                 _collect_tokens(trail, bucket, tokens)
         return results
+
+
+def on_device(t: torch.Tensor, device: str) -> torch.Tensor:
+    """A small host tensor on `device` without waiting for the device: an ordinary host-to-device copy synchronises
+    the stream, so after a prefill's launch it would hold the host until the prefill ends (14 such waits in a
+    1,000-request Number call on an H200). The copy is queued behind the work before it, which it never reads."""
+    return t.to(device, non_blocking=True)
+
+
+class _HostFlag:
+    """A one-element bool tensor on its way to the host: on CUDA copied without blocking (page-locked) and marked by an
+    event, so `bool()` waits for the copy only, not for the work queued after it."""
+
+    def __init__(self, value: torch.Tensor) -> None:
+        self.event = None
+        if value.is_cuda:
+            self.value = value.to("cpu", non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        else:
+            self.value = value
+
+    def __bool__(self) -> bool:
+        if self.event is not None:
+            self.event.synchronize()
+        return bool(self.value)
 
 
 def _collect_tokens(trail: Sequence[tuple[Any, Any, Any]], bucket: Sequence[int], tokens: list) -> None:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 MAX_NUMBER_DIGITS = 15  # bounds are clamped below 10**15: int64 arithmetic stays exact
@@ -18,13 +20,16 @@ class NumberState:
     further digit is complete without a stop token.
     """
 
-    def __init__(self, lo: torch.Tensor, hi: torch.Tensor) -> None:
+    def __init__(self, lo: torch.Tensor, hi: torch.Tensor, hi_lengths: Optional[list[int]] = None) -> None:
+        """`hi_lengths`: the digits of each hi, where the caller has them on the host (else read from `hi`: a
+        synchronisation that would wait for the prefill)."""
         dev = lo.device
         self.lo, self.hi = lo, hi
-        lengths = [len(str(v)) for v in hi.tolist()]  # prefill-time transfer of the bounds, not a step sync
+        lengths = hi_lengths if hi_lengths is not None else [len(str(v)) for v in hi.tolist()]
         self.max_digits = max(lengths)
-        self.pow10 = torch.tensor([10**e for e in range(self.max_digits + 1)], device=dev)
-        self.hi_digits = torch.tensor(lengths, device=dev)
+        # copied without waiting for the device (a blocking copy would wait for the prefill queued before it)
+        self.pow10 = torch.tensor([10**e for e in range(self.max_digits + 1)]).to(dev, non_blocking=True)
+        self.hi_digits = torch.tensor(lengths).to(dev, non_blocking=True)
         n = lo.shape[0]
         self.value = torch.zeros(n, dtype=torch.long, device=dev)
         self.digits = torch.zeros(n, dtype=torch.long, device=dev)
