@@ -17,7 +17,7 @@ import mesa
 
 from agents.base import SocietyAgent
 from agents.memory import Memory
-from agents.scripted import Strategy
+from agents.strategy import Strategy
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, Event, RequestBatch
 from sim.core.profiles import CONTRACT, DecisionProfile, profile
 from sim.core.records import TickRecord
