@@ -9,7 +9,7 @@ whole tables into memory.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,7 +18,6 @@ from sqlalchemy import Integer, MetaData, String, Table, and_, case, cast, creat
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
 from sim.store.tables import AgentStep, EventRow, LLMCall, Run, RunAgent, Tick
 
@@ -364,14 +363,11 @@ def action_stats(engine: Engine, run_id: str, phase: str) -> pd.DataFrame:
         return pd.DataFrame(conn.execute(q).all(), columns=["tick", f"mean {phase}", f"largest {phase}"])
 
 
-def over_usage(engine: Engine, run_id: str, scenario_name: str, config: dict[str, Any]) -> Optional[pd.DataFrame]:
-    """Per agent: its decisions of the scenario's `usage_phase` and how many were above that tick's `usage_limit`
-    (computed from the tick's stored state and the agents who acted); None when the scenario (a registered name)
-    has no such limit. Counted in SQL: the ticks' limits go in as a CASE, one per `TICKS_PER_CASE` ticks."""
-    scenario = REGISTRY.get(scenario_name)
-    phase = getattr(scenario, "usage_phase", None)
-    if not phase:
-        return None
+def over_usage(engine: Engine, run_id: str, phase: str,
+               limit: Callable[[dict[str, Any], int], Optional[float]]) -> pd.DataFrame:
+    """Per agent: its decisions of `phase` and how many were above that tick's `limit(state, acting)` (the tick's
+    stored state, and how many agents decided in that phase; None: no limit that tick). Counted in SQL: the ticks'
+    limits go in as a CASE, one per `TICKS_PER_CASE` ticks. The scenario's rule is `analysis.usage.over_usage`'s."""
     s = STEPS.c
     value = _action_value(phase)
     with engine.connect() as conn:
@@ -379,7 +375,7 @@ def over_usage(engine: Engine, run_id: str, scenario_name: str, config: dict[str
                                    .group_by(s.tick)).all())
         states = {t: json_value(st) or {} for t, st in conn.execute(select(TICKS.c.tick, TICKS.c.state)
                                                                 .where(TICKS.c.run_id == run_id))}
-        limits = {t: scenario.usage_limit(config, states.get(t, {}), n) for t, n in acting.items()}
+        limits = {t: limit(states.get(t, {}), n) for t, n in acting.items()}
         limits = {t: v + 1e-9 for t, v in limits.items() if v is not None}
         columns = ["agent_id", "over_usage", "usage_decisions"]
         if not acting:

@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agents.sandbox.levels import DEFAULT_LEVEL
 from agents.sandbox.levels import of_run as sandbox_of_run
-from analysis import events, queries
+from analysis import events, queries, usage
 from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
 from sim.core.refs import absolute, is_reference, only_references, references_in
@@ -150,8 +150,8 @@ def runs() -> pd.DataFrame:
     return _runs(db_url())
 
 
-#: the modules whose queries pages call through `q` and `eq`
-_QUERY_MODULES = {"queries": queries, "events": events}
+#: the modules whose queries pages call through `q`, `eq` and `over_usage`
+_QUERY_MODULES = {"queries": queries, "events": events, "usage": usage}
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -172,6 +172,11 @@ def q(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> An
 def eq(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
     """`analysis.events.NAME(engine, *args, **kwargs)` (the Conversations and Event log queries), cached as `q`."""
     return _cached("events", name, run, args, kwargs)
+
+
+def over_usage(run: dict[str, Any], config: dict[str, Any]) -> Optional[pd.DataFrame]:
+    """`analysis.usage.over_usage` of `run` (its scenario's rule, counted in SQL), cached as `q`."""
+    return _cached("usage", "over_usage", run, (run["run_id"], run["scenario"], config), {})
 
 
 def clear_caches() -> None:

@@ -220,12 +220,13 @@ def test_exports_are_the_figure_and_a_report_that_escapes_text():
 def test_over_usage_counts_every_tick_of_a_run_longer_than_one_case(tmp_path, monkeypatch):
     """A run of more ticks than one SQL CASE holds: the over-usage counts are those of a tick-by-tick recount."""
     from analysis import queries as qs
+    from analysis.usage import over_usage
 
     monkeypatch.setattr(qs, "TICKS_PER_CASE", 3)
     store = Store(f"sqlite:///{tmp_path / 'long.db'}")
     run_id = execute(build_spec("commons", seed=1, ticks=8, sets=tuple(RICH[:1] + RICH[2:])), store).run_id
     eng = qs.open_reader(store.url)
-    got = qs.over_usage(eng, run_id, "commons", store.get_run(run_id).spec["config"]).set_index("agent_id")
+    got = over_usage(eng, run_id, "commons", store.get_run(run_id).spec["config"]).set_index("agent_id")
     cls = __import__("scenarios.registry", fromlist=["REGISTRY"]).REGISTRY["commons"]
     ticks = {t.tick: t.state for t in store.ticks(run_id)}
     steps = store.steps(run_id)
