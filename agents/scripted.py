@@ -1,8 +1,8 @@
 """The scripted-policy backend: plain Python strategies behind the same decision layer as LLMs.
 
-A strategy (`agents.strategy.Strategy`) is a function `(request, rng) -> value` of the scenario's or
+A strategy (`sim.contracts.strategy.Strategy`) is a function `(request, rng) -> value` of the scenario's or
 the user's. A RequestBatch (10,000 fishers at harvest, all seeing the same lake) is answered in
-columns where the scenario marked a strategy with a columnar form (`agents.strategy`:
+columns where the scenario marked a strategy with a columnar form (`sim.contracts.strategy`:
 `@observation_only`, asked once for the whole group; `@answers_many(many)`, all its agents at once);
 every other strategy is asked agent by agent, in the batch's order, exactly as `decide_batch` asks it.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agents.strategy import Strategy, columnar_form, is_observation_only
-from sim.core.backend import Backend, fallback_decision
+from sim.contracts.strategy import Strategy, columnar_form, is_observation_only
+from sim.contracts.backend import Backend, fallback_decision
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
 from sim.core.profiles import CONTRACT, profile
 from sim.core.refs import load_strategy

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from sim.core.errors import UsageError
-from sim.runner.rollouts import stored_rollouts
+from runner.rollouts import stored_rollouts
 from sim.store.store import Store
 from sim.store.tables import AgentStep
 

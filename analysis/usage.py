@@ -1,7 +1,7 @@
 """Over-usage: how often each agent decided above the sustainable share of its tick, by the scenario's own rule.
 
 A scenario that has such a rule names the phase (`usage_phase`) and the limit of a tick (`usage_limit(config,
-state, acting)`); the counting is SQL in the store's queries (`analysis.queries.over_usage`), so a run of a
+state, acting)`); the counting is SQL in the store's queries (`sim.store.queries.over_usage`), so a run of a
 million agent steps is never loaded whole.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Optional
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from analysis import queries
+from sim.store import queries
 from scenarios.registry import REGISTRY
 
 

@@ -1,6 +1,6 @@
 """What every page shares: the store URL, what the app may do, the cached engine and queries, the run picker, errors.
 
-Pages read only through `q(...)` (analysis.queries, cached by run and its progress) and
+Pages read only through `q(...)` (sim.store.queries, cached by run and its progress) and
 `runs()`; nothing here or in a page writes SQL.
 
 What the app may do is fixed on its command line (`societas app`, or after `--` of `streamlit run app.py`),
@@ -25,7 +25,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agents.sandbox.levels import DEFAULT_LEVEL
 from agents.sandbox.levels import of_run as sandbox_of_run
-from analysis import events, queries, usage
+from sim.store import event_queries as events, queries
+from analysis import usage
 from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
 from sim.core.refs import absolute, is_reference, only_references, references_in
@@ -165,12 +166,12 @@ def _cached(module: str, name: str, run: Optional[dict[str, Any]], args: tuple, 
 
 
 def q(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
-    """`analysis.queries.NAME(engine, *args, **kwargs)`, cached until the run commits another tick."""
+    """`sim.store.queries.NAME(engine, *args, **kwargs)`, cached until the run commits another tick."""
     return _cached("queries", name, run, args, kwargs)
 
 
 def eq(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
-    """`analysis.events.NAME(engine, *args, **kwargs)` (the Conversations and Event log queries), cached as `q`."""
+    """`sim.store.event_queries.NAME(engine, *args, **kwargs)` (the Conversations and Event log queries), cached as `q`."""
     return _cached("events", name, run, args, kwargs)
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import compare as cmp
-from analysis import queries
+from sim.store import queries
 from app_pages import charts, export
 from app_pages import compare_charts as cc
 from app_pages.common import (db_url, engine as common_engine, init_state, page, q, scenario_class, set_url, url_list, url_tabs,

@@ -15,7 +15,7 @@ from typing import Any, Optional
 import pandas as pd
 import streamlit as st
 
-from analysis import events
+from sim.store import event_queries as events
 from app_pages.common import as_int, choose_run, eq, init_state, page, set_url, url_list, url_value
 
 PAGE_SIZE = 100

@@ -14,7 +14,8 @@ from typing import Any, Optional
 import pandas as pd
 import streamlit as st
 
-from analysis import launcher, queries
+from runner import launcher
+from sim.store import queries
 from app_pages.common import access, clear_caches, db_url, engine, page, read_only_note, runs, url_value
 from scenarios.registry import REGISTRY, get_scenario, is_reference
 from sim.core.errors import UsageError

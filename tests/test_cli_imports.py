@@ -24,13 +24,13 @@ report, args = sys.argv[1], sys.argv[2:]
 code = None
 if args != ["--import-only"]:
     sys.argv = ["societas", *args]
-    from sim.cli import main
+    from societas.cli import main
     try:
         main()
     except SystemExit as exc:
         code = exc.code
 else:
-    import sim.cli
+    import societas.cli
 with open(report, "w") as f:
     json.dump({"code": code, "loaded": sorted({name.split(".")[0] for name in sys.modules})}, f)
 """

@@ -1,4 +1,4 @@
-"""Every registered scenario keeps the platform's contract (the conformance kit, sim.testing), and the kit
+"""Every registered scenario keeps the platform's contract (the conformance kit, societas.testing), and the kit
 catches scenarios that break it."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import random
 import pytest
 from pydantic import Field
 
-from agents.base import SocietyAgent
+from sim.contracts.agent import SocietyAgent
 from scenarios import REGISTRY
 from sim.core.spaces import Number
-from sim.testing import ConformanceError, FakeLLM, check_scenario
+from societas.testing import ConformanceError, FakeLLM, check_scenario
 from sim.tick.config import ScenarioConfig
 from sim.tick.model import SocietyModel
 

@@ -27,10 +27,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("agents",),
     ("sim.tick",),
     ("scenarios",),
-    ("sim.runner",),
+    ("runner",),
     ("analysis", "sim.env"),
     # the faces: the public API (`import sim`, and the modules scenario files import), the CLI, the conformance kit
-    ("sim", "sim.api", "sim.cli", "sim.testing", "sim.model", "sim.spaces", "sim.errors", "sim.contracts"),
+    ("sim", "societas.api", "societas.cli", "societas.testing", "sim.model", "sim.spaces", "sim.errors", "sim.contracts"),
     ("app_pages",),
     ("app",),
 ]
@@ -42,7 +42,7 @@ HEAVY = ("torch", "transformers", "ray", "streamlit", "langchain_core", "langcha
 HEAVY_BASES = ("torch", "mesa")
 #: the faces whose functions may import any layer below: a command imports what it runs when it runs, so that
 #: `societas --help` and `--version` load no store, runner, Mesa or model (design 15; tests/test_cli_imports.py)
-RUN_TIME_IMPORTERS = ("sim.cli",)
+RUN_TIME_IMPORTERS = ("societas.cli",)
 
 
 def modules() -> dict[str, Path]:
@@ -234,8 +234,8 @@ def test_no_scenario_asks_which_decision_contract_it_runs_under():
 def test_the_public_faces_are_imported_by_no_library_module():
     """sim.model, sim.spaces, sim.errors and sim.contracts re-export for scenario files and scripts; the library
     uses the layers."""
-    faces = {"sim.model", "sim.spaces", "sim.errors", "sim.contracts", "sim.api", "sim"}
-    found = [f"{m} imports {t}" for m in MODULES if m not in faces and not m.startswith(("app", "sim.cli", "sim.testing"))
+    faces = {"sim.model", "sim.spaces", "sim.errors", "sim.contracts", "societas.api", "sim"}
+    found = [f"{m} imports {t}" for m in MODULES if m not in faces and not m.startswith(("app", "societas.cli", "societas.testing"))
              for t, *_ in imports(m) if t in faces]
     assert found == []
 
