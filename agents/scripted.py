@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sim.contracts.strategy import Strategy, columnar_form, is_observation_only
 from sim.contracts.backend import Backend, fallback_decision
+from sim.contracts.strategy import Strategy, columnar_form, is_observation_only
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
 from sim.core.profiles import CONTRACT, profile
 from sim.core.refs import load_strategy

@@ -12,8 +12,8 @@ from typing import Any, Optional
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from sim.store import queries
 from scenarios.registry import REGISTRY
+from sim.store import queries
 
 
 def over_usage(engine: Engine, run_id: str, scenario_name: str, config: dict[str, Any]) -> Optional[pd.DataFrame]:

@@ -25,12 +25,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agents.sandbox.levels import DEFAULT_LEVEL
 from agents.sandbox.levels import of_run as sandbox_of_run
-from sim.store import event_queries as events, queries
 from analysis import usage
 from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
 from sim.core.refs import absolute, is_reference, only_references, references_in
 from sim.reward.docs import scenario_metric_docs
+from sim.store import event_queries as events, queries
 from sim.store.schema import default_url
 #: slug, page file, title, icon: the app's navigation, in order
 PAGES = [

@@ -14,9 +14,9 @@ from typing import Any, Optional
 import pandas as pd
 import streamlit as st
 
-from sim.store import event_queries as events
 from app_pages import charts
 from app_pages.common import as_int, choose_run, eq, init_state, page, set_url, tick_picker, url_list, url_value
+from sim.store import event_queries as events
 
 PAGE_SIZE = 200
 MODES = ["Log", "Replay"]

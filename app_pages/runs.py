@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from runner import launcher
 from app_pages.common import access, clear_caches, db_url, page, read_only_note, set_url, url_list, url_value
+from runner import launcher
 from sim.store.store import Store
 
 KEY_METRICS = 6

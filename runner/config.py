@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, PrivateAttr, ValidationError
 
 from agents.llm.prompts import get_template
+from runner.data import absolute_paths
 from scenarios.registry import get_scenario, resolve
 from sim.core.errors import UsageError
 from sim.core.fields import NumberError
@@ -24,7 +25,6 @@ from sim.core.profiles import CONTRACT, profile
 from sim.core.refs import absolute, is_reference
 from sim.core.spec import POLICIES, LLMSpec, RunSpec, policies_used
 from sim.reward.components import COMMON_COMPONENTS, DEFAULT_WEIGHTS, unknown_weights
-from runner.data import absolute_paths
 from sim.tick.config import ScenarioConfig
 from sim.tick.model import SocietyModel
 from sim.tick.population import Population, plan_population

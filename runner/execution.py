@@ -15,16 +15,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from runner.backends import make_backends
+from runner.config import bind
+from runner.data import DATA_KEY, data_fingerprints
+from runner.plans import FreshRun, RunPlan
 from sim.contracts.backend import Backend
 from sim.core.errors import UsageError
 from sim.core.interrupts import Terminated, shielded, stop_signals
 from sim.core.records import TickRecord
 from sim.core.rng import SeedStream
 from sim.core.spec import RunSpec
-from runner.backends import make_backends
-from runner.config import bind
-from runner.data import DATA_KEY, data_fingerprints
-from runner.plans import FreshRun, RunPlan
 from sim.store.store import Store
 from sim.tick.broker import DecisionBroker
 from sim.tick.model import SocietyModel

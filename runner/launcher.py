@@ -27,12 +27,6 @@ from typing import Any, Optional
 import pandas as pd
 import yaml
 
-from sim.store import queries
-from scenarios.registry import get_scenario
-from sim.core.errors import UsageError
-from sim.core.fields import describe_fields
-from sim.core.refs import check_permitted, references_in
-from sim.core.spec import LLMSpec, RunSpec
 from runner.backends import preflight
 from runner.config import build_spec, llm_overrides, parse_sets, validate_config, yaml_mapping
 from runner.data import DATA_KEY, check_data
@@ -40,6 +34,12 @@ from runner.execution import horizon
 from runner.probing import refuse_probe_run
 from runner.resume import fork_fields as scenario_fork_fields, fork_spec
 from runner.sweeps.spec import KEYS as SWEEP_KEYS, MAX_RUNS, expand, load_sweep, parse_sweep, preflight_llm, sweep_id
+from scenarios.registry import get_scenario
+from sim.core.errors import UsageError
+from sim.core.fields import describe_fields
+from sim.core.refs import check_permitted, references_in
+from sim.core.spec import LLMSpec, RunSpec
+from sim.store import queries
 from sim.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,8 +27,8 @@ from string import Template
 from typing import Any, Optional
 
 from agents.llm.prompts import DEFAULT, DEFAULT_CONTRACT3, Template as PromptLike, render_messages
-from sim.core.contracts import DecisionRequest
 from runner.limits import MAX_PARAPHRASES
+from sim.core.contracts import DecisionRequest
 
 #: the built-in system message (every built-in template's), the only system text a rewording replaces
 BUILTIN_SYSTEM = frozenset({DEFAULT.system.strip(), DEFAULT_CONTRACT3.system.strip()})

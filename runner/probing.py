@@ -31,6 +31,11 @@ from typing import Any, Optional
 from agents.llm.backend import LLMBackend
 from agents.llm.cache import CachedBackend
 from agents.scripted import ScriptedBackend
+from runner.backends import make_backends
+from runner.config import validate_config
+from runner.execution import RunFailed, RunInterrupted, versions
+from runner.limits import DEFAULT_SEEDS, MAX_SEEDS, MIN_SEEDS
+from runner.paraphrase import MAX_PARAPHRASES, RewordedSystem, Wording, reword_question, wordings
 from scenarios.registry import get_scenario
 from sim.contracts.backend import Backend
 from sim.core.contracts import Decision, DecisionRequest
@@ -39,11 +44,6 @@ from sim.core.interrupts import Terminated, shielded, stop_signals
 from sim.core.records import AgentStepRecord, TickRecord
 from sim.core.spec import RunSpec
 from sim.reward.intervals import mean_interval, paired_rate_difference
-from runner.backends import make_backends
-from runner.config import validate_config
-from runner.execution import RunFailed, RunInterrupted, versions
-from runner.limits import DEFAULT_SEEDS, MAX_SEEDS, MIN_SEEDS
-from runner.paraphrase import MAX_PARAPHRASES, RewordedSystem, Wording, reword_question, wordings
 from sim.store.store import Store
 from sim.tick.broker import DecisionBroker
 from sim.tick.probe import Control, Probe, enter_first_tick

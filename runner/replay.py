@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from scenarios.registry import get_scenario
-from sim.contracts.backend import Backend, ReplayMode
-from sim.core.records import TickRecord
-from sim.core.spec import RunSpec
 from runner.backends import make_backends
 from runner.config import validate_config
 from runner.data import DATA_KEY, changed_data
 from runner.execution import RunFailed, execute
 from runner.plans import FreshRun, Schedule, config_schedule
 from runner.probing import refuse_probe_run
+from scenarios.registry import get_scenario
+from sim.contracts.backend import Backend, ReplayMode
+from sim.core.records import TickRecord
+from sim.core.spec import RunSpec
 from sim.store.dry import DryStore
 from sim.store.snapshots import TickSnapshot, diff_ticks, snapshot_of
 from sim.store.store import Store

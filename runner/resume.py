@@ -12,16 +12,16 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, Optional
 
 from agents.llm.base import LLM
+from runner.backends import make_backends
+from runner.config import RESERVED, deep_merge, parse_sets, validate_config
+from runner.data import DATA_KEY, check_data
+from runner.execution import Progress, RunResult, execute, horizon
+from runner.plans import Continuation, Schedule, config_schedule
+from runner.probing import refuse_probe_run
 from scenarios.registry import get_scenario
 from sim.contracts.backend import ReplayMode
 from sim.core.errors import UsageError
 from sim.core.spec import RunSpec
-from runner.backends import make_backends
-from runner.config import RESERVED, deep_merge, parse_sets, validate_config
-from runner.data import DATA_KEY, check_data
-from runner.plans import Continuation, Schedule, config_schedule
-from runner.execution import Progress, RunResult, execute, horizon
-from runner.probing import refuse_probe_run
 from sim.store.liveness import owner_alive
 from sim.store.store import Store
 from sim.store.tables import Run

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from typing import Optional
 
-from scenarios.registry import get_scenario
-from sim.contracts.backend import ReplayMode
-from sim.core.errors import UsageError
-from sim.core.spec import RunSpec
 from runner.backends import make_backends
+from runner.config import validate_config
 from runner.data import DATA_KEY, check_data
 from runner.execution import Progress, RunResult, execute
 from runner.plans import Continuation
 from runner.probing import refuse_probe_run
 from runner.resume import fork_spec, resumable, resume_run
-from runner.config import validate_config
+from scenarios.registry import get_scenario
+from sim.contracts.backend import ReplayMode
+from sim.core.errors import UsageError
+from sim.core.spec import RunSpec
 from sim.store.store import Store
 from sim.store.tables import Run
 

@@ -5,10 +5,13 @@ The public Python API (see `societas.api`), importable from here:
     from sim import run, probe, load_run, runs, load_sweep, configure, spec, Result, UsageError, RunFailed
     from sim import register, register_strategy, register_template, PromptTemplate
 
-The engine is in layers, each importing only those below it: `sim.core` (contracts) → `sim.reward`,
-`sim.store` → `agents` → `sim.tick` → `scenarios` → `runner` → `analysis` → `societas.api`, `societas.cli`.
-This package's own names are resolved on first use (PEP 562): importing `sim.core.spaces` must not
-import the top of the stack, which stands on it.
+This package is the engine a scenario stands on, in layers, each importing only those below it:
+`sim.core` → `sim.contracts`, `sim.reward`, `sim.store` → `sim.tick`, and the public faces a scenario file
+imports (`sim.model`, `sim.spaces`, `sim.errors`, `sim.contracts`). Above it stand the decision backends
+(`agents`), the scenarios, the runner, `analysis` and the faces (`societas`: the CLI, the API, the env, the
+conformance kit). This module, `sim.env` and `sim.testing` are the addresses where users import three of those
+faces: the names here are resolved on first use (PEP 562), so importing `sim.core.spaces` never imports the
+top of the stack, which stands on it.
 """
 
 from __future__ import annotations

@@ -22,13 +22,13 @@ from pydantic import BaseModel
 
 from analysis.frames import run_frames
 from analysis.sweeps import sweep_frame
-from scenarios.registry import get_scenario
-from sim.core.errors import UsageError
-from sim.core.spec import RunSpec
 from runner.backends import preflight
 from runner.config import build_spec, validate_config
 from runner.execution import RunFailed, execute
 from runner.probing import DEFAULT_SEEDS, ProbeReport, run_probes
+from scenarios.registry import get_scenario
+from sim.core.errors import UsageError
+from sim.core.spec import RunSpec
 from sim.store.schema import DEFAULT_URL as DEFAULT_DB
 from sim.store.schema import default_url as default_db
 from sim.store.store import Store

@@ -1,16 +1,18 @@
 """The conformance kit: check that a scenario keeps the platform's contract, as PettingZoo's
 `parallel_api_test` checks an environment.
 
-    from societas.testing import check_scenario
+    societas check path/to/my_scenario.py:MyScenario      # every rule, passed or failed, and exit 1 on a failure
 
+    from sim.testing import check_scenario                # (or societas.testing)
     check_scenario("path/to/my_scenario.py:MyScenario")   # or the class, or a registered name
 
-`check_scenario` runs the scenario for a few ticks with its scripted agents and with `FakeLLM` (an
-LLM that needs no model: seeded in-space answers, and an unusable one for every fourth request)
-and raises `ConformanceError`, naming the rule and what broke it, at the first failure:
+`run_checks` runs the scenario for a few ticks with its scripted agents and with `FakeLLM` (an LLM
+that needs no model: seeded in-space answers, and an unusable one for every fourth request) and
+reports every rule it breaks, each with what broke it; `check_scenario` raises `ConformanceError`
+naming them all. The rules:
 
 1. **declared**: a `Config` that extends ScenarioConfig, a `horizon_field` that is an int field of
-   it, and a `default_strategy` among its `strategies`;
+   it, and a `default_strategy` among its `strategies` (the others are not checked while it fails);
 2. **stored**: every tick is committed, and every per-tick and final metric the run stores is
    documented (`tick_metric_docs`, `final_metric_docs`) and a finite number or null;
 3. **reproducible**: the same spec and seed store identical ticks, agent steps and events;
@@ -22,13 +24,16 @@ and raises `ConformanceError`, naming the rule and what broke it, at the first f
    recorded as a fallback with its reason;
 7. **replayable**: the LLM run replays from its cache alone, tick for tick.
 
-The project's own scenarios pass it (tests/test_conformance.py).
+A rule whose run fails (an exception in the scenario's code) fails with that exception; a rule that
+needs a run that could not be made is reported as not checked. The project's own scenarios pass it
+(tests/test_conformance.py), and so does `scenarios.examples.coins:Coins`, a whole scenario in one file;
+`scenarios.examples.broken:BrokenCoins` breaks four rules, as a scenario written in a hurry does.
 
 `check_probes` checks a scenario's validity probes (sim.tick.probe), as instruments: for every probe and
 several seeds, the requests of one seed share their agent, decision seed and action space (a bound that
 moved with the variable could make the response), the negative control (a policy blind to the variable)
 reads "does not respond" and the positive control reads "responds". tests/test_probes.py runs it on every
-scenario that has probes.
+scenario that has probes; `societas check --probes` adds it to the report.
 """
 
 from __future__ import annotations
@@ -44,17 +49,18 @@ from agents.llm.backend import LLMBackend
 from agents.llm.base import Answer, Messages
 from agents.llm.cache import CachedBackend
 from agents.scripted import ScriptedBackend
-from scenarios.registry import get_scenario
-from sim.contracts.backend import Backend, ReplayMode
-from sim.core.contracts import DecisionRequest
-from sim.core.fields import describe_fields
-from sim.core.spaces import Choice, Form, Number, Text
-from sim.core.spec import RunSpec
 from runner.config import build_spec
+from runner.execution import RunFailed, RunResult, execute, horizon
 from runner.probing import run_probes
 from runner.replay import replay_run
 from runner.resume import resume_run
-from runner.execution import RunResult, execute, horizon
+from scenarios.registry import get_scenario
+from sim.contracts.backend import Backend, ReplayMode
+from sim.core.contracts import DecisionRequest
+from sim.core.errors import UsageError
+from sim.core.fields import describe_fields
+from sim.core.spaces import Choice, Form, Number, Text
+from sim.core.spec import RunSpec
 from sim.store.store import Store
 from sim.tick.config import ScenarioConfig
 from sim.tick.model import SocietyModel
@@ -108,102 +114,213 @@ def fake_llm_backends(cls: type[SocietyModel], store: Store, llm: Optional[FakeL
             "llm": CachedBackend(LLMBackend(llm.model_id, llm.sampling, llm=llm), store, replay)}
 
 
+#: the rules, in the order they are checked
+RULES = ("declared", "stored", "reproducible", "seeded", "resumable", "batched and checked", "replayable")
+
+
 @dataclass
 class ConformanceReport:
-    """What `check_scenario` ran and found (it raises at the first failure, so every rule here passed)."""
+    """What the kit ran and found: the rules that passed, those that failed (each with every reason found),
+    those skipped (they do not apply) and those not checked (a run they need could not be made)."""
 
     scenario: str
     passed: list[str] = field(default_factory=list)
+    failed: dict[str, list[str]] = field(default_factory=dict)  # rule -> what broke it
+    skipped: dict[str, str] = field(default_factory=dict)  # rule -> why it does not apply
+    not_checked: dict[str, str] = field(default_factory=dict)  # rule -> the failure that kept it from running
     runs: dict[str, str] = field(default_factory=dict)  # label -> run id
-    skipped: dict[str, str] = field(default_factory=dict)  # rule -> why
+
+    @property
+    def ok(self) -> bool:
+        """Whether every rule that was checked passed and none was left unchecked."""
+        return not self.failed and not self.not_checked
+
+    def failures(self) -> list[str]:
+        """One line a failure, `scenario: rule: why`, in the rules' order (then the rules not checked)."""
+        lines = [f"{self.scenario}: {rule}: {why}" for rule in self.failed for why in self.failed[rule]]
+        return lines + [f"{self.scenario}: {rule}: not checked ({why})" for rule, why in self.not_checked.items()]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "ok": self.ok, "passed": self.passed, "failed": self.failed,
+                "skipped": self.skipped, "not_checked": self.not_checked}
+
+
+class _Rules:
+    """Records the failures of the rule being checked, then whether it passed."""
+
+    def __init__(self, report: ConformanceReport) -> None:
+        self.report = report
+
+    def __call__(self, label: str, ok: bool, why: str) -> None:
+        if not ok and why not in self.report.failed.get(label, ()):
+            self.report.failed.setdefault(label, []).append(why)
+
+    def done(self, label: str) -> bool:
+        """Close `label`: passed unless a failure was recorded; returns whether it passed."""
+        if label not in self.report.failed:
+            self.report.passed.append(label)
+            return True
+        return False
+
+    def crashed(self, label: str, exc: BaseException, doing: str = "its run") -> None:
+        """`label` fails because `doing` raised `exc` (the scenario's own code, or what its runs broke)."""
+        said = exc.reason if isinstance(exc, RunFailed) else f"{type(exc).__name__}: {exc}"  # (the run's failure, stored)
+        self(label, False, f"{doing} failed: {said.splitlines()[0] if said else ''}")
+
+    def not_checked(self, labels: Sequence[str], why: str) -> None:
+        for label in labels:
+            self.report.not_checked[label] = why
 
 
 def check_scenario(scenario: Union[str, type[SocietyModel]], *, ticks: int = 3, seed: int = 7,
                    sets: Sequence[str] = (), store: Optional[Store] = None) -> ConformanceReport:
     """Run the conformance checks on `scenario` (a class, a registered name or a `file.py:Class` reference).
 
-    `ticks` bounds each run, `sets` adds config fields (`key=value`, as `--set`); runs go to `store`,
-    else to a temporary SQLite file. Returns a report; raises ConformanceError at the first failure.
+    As `run_checks`; raises ConformanceError naming every rule that failed (one line each), else returns the report.
+    """
+    report = run_checks(scenario, ticks=ticks, seed=seed, sets=sets, store=store)
+    if not report.ok:
+        raise ConformanceError("\n".join(report.failures()))
+    return report
+
+
+def run_checks(scenario: Union[str, type[SocietyModel]], *, ticks: int = 3, seed: int = 7, sets: Sequence[str] = (),
+               store: Optional[Store] = None, probes: bool = False) -> ConformanceReport:
+    """Check every rule on `scenario` (a class, a registered name or a `file.py:Class` reference) and report them all.
+
+    `ticks` bounds each run, `sets` adds config fields (`key=value`, as `--set`); runs go to `store`, else to a
+    temporary SQLite file. `probes` adds the rule "probes" (`check_probes`, scripted). A scenario that cannot be
+    found, or fields that its config refuses, raise UsageError.
     """
     cls = get_scenario(scenario)
-    if store is not None:
-        return _check(cls, store, ticks, seed, list(sets))
-    with tempfile.TemporaryDirectory(prefix="societas-conformance-") as tmp:
-        own = Store(f"sqlite:///{Path(tmp) / 'runs.db'}")
-        try:
-            return _check(cls, own, ticks, seed, list(sets))
-        finally:
-            own.close()
+    if store is None:
+        with tempfile.TemporaryDirectory(prefix="societas-conformance-") as tmp:
+            own = Store(f"sqlite:///{Path(tmp) / 'runs.db'}")
+            try:
+                return run_checks(cls, ticks=ticks, seed=seed, sets=sets, store=own, probes=probes)
+            finally:
+                own.close()
+    report = _check(cls, store, ticks, seed, list(sets))
+    if probes and "declared" in report.passed:
+        _check_probes(cls, store, list(sets), report)
+    return report
+
+
+def _check_probes(cls: type[SocietyModel], store: Store, sets: list[str], report: ConformanceReport) -> None:
+    if not getattr(cls, "probes", ()):
+        report.skipped["probes"] = "the scenario declares no validity probe"
+        return
+    rule = _Rules(report)
+    try:
+        results = run_probes(build_spec(cls, sets=sets, policy="scripted"), store, seeds=10).results
+        for line in probe_failures(cls, results):
+            rule("probes", False, line.split(": ", 1)[1])
+    except Exception as exc:  # noqa: BLE001 - the scenario's own code failed: that is the finding
+        rule.crashed("probes", exc)
+    rule.done("probes")
 
 
 def _check(cls: type[SocietyModel], store: Store, ticks: int, seed: int, sets: list[str]) -> ConformanceReport:
-    name = cls.name or cls.__qualname__
-    report = ConformanceReport(name)
-
-    def rule(label: str, ok: bool, why: str) -> None:
-        if not ok:
-            raise ConformanceError(f"{name}: {label}: {why}")
+    report = ConformanceReport(cls.name or cls.__qualname__)
+    rule = _Rules(report)
 
     # 1. declared
-    rule("declared", isinstance(cls.Config, type) and issubclass(cls.Config, ScenarioConfig),
-         "`Config` must be a subclass of sim.tick.config.ScenarioConfig")
-    horizon_kind = next((f.kind for f in describe_fields(cls.Config) if f.name == cls.horizon_field), None)
+    config_ok = isinstance(cls.Config, type) and issubclass(cls.Config, ScenarioConfig)
+    rule("declared", config_ok, "`Config` must be a subclass of sim.tick.config.ScenarioConfig")
+    horizon_kind = next((f.kind for f in describe_fields(cls.Config) if f.name == cls.horizon_field), None) if config_ok else int
     rule("declared", horizon_kind is int, f"`horizon_field` ({cls.horizon_field!r}) must name an int field of its Config")
     rule("declared", not cls.strategies or cls.default_strategy in cls.strategies,
          f"`default_strategy` ({cls.default_strategy!r}) must be one of its strategies {sorted(cls.strategies)}")
-    report.passed.append("declared")
 
     def spec(**kw: Any) -> RunSpec:
         return build_spec(cls, ticks=ticks, sets=sets + kw.pop("more", []), **kw)
 
+    scripted: Optional[RunSpec] = None
+    if "declared" not in report.failed:
+        try:
+            scripted = spec(seed=seed)
+        except UsageError as exc:
+            if sets:  # the config refuses what the caller set: bad input, found before any run
+                raise
+            rule("declared", False, f"a spec of its own defaults is refused: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the scenario's own code failed: that is the finding
+            rule("declared", False, f"building a spec of its defaults failed: {type(exc).__name__}: {exc}")
+    if not rule.done("declared") or scripted is None:
+        rule.not_checked(RULES[1:], "its declaration is broken: see `declared`")
+        return report
+
     # 2. stored, 3. reproducible
-    scripted = spec(seed=seed)
-    a, b = execute(scripted, store), execute(scripted, store)
-    report.runs.update(scripted=a.run_id, scripted_again=b.run_id)
-    _stored(cls, store, a, rule)
-    report.passed.append("stored")
-    rule("reproducible", store.tick_snapshots(a.run_id) == store.tick_snapshots(b.run_id) and a.metrics == b.metrics,
-         "the same spec and seed stored different ticks (randomness that does not come from the model's RNG or the "
-         "request seeds?)")
-    report.passed.append("reproducible")
+    a = b = None
+    try:
+        a, b = execute(scripted, store), execute(scripted, store)
+        report.runs.update(scripted=a.run_id, scripted_again=b.run_id)
+        _stored(cls, store, a, rule)
+    except Exception as exc:  # noqa: BLE001 - the scenario's own code failed: that is the finding
+        rule.crashed("stored", exc)
+    rule.done("stored")
+    if a is None or b is None:
+        rule.not_checked(("reproducible", "resumable"), "the scripted run failed: see `stored`")
+    else:
+        rule("reproducible", store.tick_snapshots(a.run_id) == store.tick_snapshots(b.run_id) and a.metrics == b.metrics,
+             "the same spec and seed stored different ticks (randomness that does not come from the model's RNG or "
+             "the request seeds?)")
+        rule.done("reproducible")
 
     # 4. seeded
     if "random" in cls.strategies and "strategy" in cls.Config.model_fields:
-        runs = [execute(spec(seed=s, more=["strategy=random"]), store) for s in (1, 2, 3)]
-        snaps = [store.tick_snapshots(r.run_id) for r in runs]
-        rule("seeded", any(s != snaps[0] for s in snaps[1:]), "three seeds of the `random` strategy gave one run")
-        report.passed.append("seeded")
+        try:
+            runs = [execute(spec(seed=s, more=["strategy=random"]), store) for s in (1, 2, 3)]
+            snaps = [store.tick_snapshots(r.run_id) for r in runs]
+            rule("seeded", any(x != snaps[0] for x in snaps[1:]), "three seeds of the `random` strategy gave one run")
+        except Exception as exc:  # noqa: BLE001
+            rule.crashed("seeded", exc)
+        rule.done("seeded")
     else:
         report.skipped["seeded"] = "no `random` strategy (and `strategy` field to choose it)"
 
     # 5. resumable
-    if a.ticks >= 2:
+    if a is not None and a.ticks >= 2:
         half = a.ticks // 2
-        stopped = execute(scripted, store, stop_after=half)
-        resumed = resume_run(store, stopped.run_id)
-        report.runs["resumed"] = resumed.run_id
-        rule("resumable", store.tick_snapshots(resumed.run_id) == store.tick_snapshots(a.run_id),
-             f"stopped after tick {half} and resumed, the run differs from the uninterrupted one")
-        report.passed.append("resumable")
-    else:
+        try:
+            stopped = execute(scripted, store, stop_after=half)
+            resumed = resume_run(store, stopped.run_id)
+            report.runs["resumed"] = resumed.run_id
+            rule("resumable", store.tick_snapshots(resumed.run_id) == store.tick_snapshots(a.run_id),
+                 f"stopped after tick {half} and resumed, the run differs from the uninterrupted one")
+        except Exception as exc:  # noqa: BLE001
+            rule.crashed("resumable", exc, f"resuming a run stopped after tick {half}")
+        rule.done("resumable")
+    elif a is not None:
         report.skipped["resumable"] = "the run ended after one tick"
 
     # 6. batched and checked
-    fake = FakeLLM()
-    llm_run = execute(spec(seed=seed, policy="llm"), store, backends=fake_llm_backends(cls, store, fake))
-    report.runs["llm"] = llm_run.run_id
-    steps = store.steps(llm_run.run_id)
-    per_tick = max((sum(1 for s in steps if s.tick == t) for t in range(1, llm_run.ticks + 1)), default=0)
-    rule("batched and checked", bool(fake.batches), "no LLM agent was asked anything under --policy llm")
-    rule("batched and checked", max(fake.batches) <= per_tick,
-         f"a batch held {max(fake.batches)} requests, more than the {per_tick} agents of a tick: one batch per phase")
-    _in_spaces(store, llm_run, rule)
-    report.passed.append("batched and checked")
+    llm_run = None
+    try:
+        fake = FakeLLM()
+        llm_run = execute(spec(seed=seed, policy="llm"), store, backends=fake_llm_backends(cls, store, fake))
+        report.runs["llm"] = llm_run.run_id
+        steps = store.steps(llm_run.run_id)
+        per_tick = max((sum(1 for s in steps if s.tick == t) for t in range(1, llm_run.ticks + 1)), default=0)
+        rule("batched and checked", bool(fake.batches), "no LLM agent was asked anything under --policy llm")
+        rule("batched and checked", not fake.batches or max(fake.batches) <= per_tick,
+             f"a batch held {max(fake.batches, default=0)} requests, more than the {per_tick} agents of a tick: one "
+             "batch per phase")
+        _in_spaces(store, llm_run, rule)
+    except Exception as exc:  # noqa: BLE001
+        rule.crashed("batched and checked", exc)
+    rule.done("batched and checked")
 
     # 7. replayable
-    replayed = replay_run(store, llm_run.run_id, backends=fake_llm_backends(cls, store, FakeLLM(), ReplayMode()))
-    rule("replayable", replayed["matched"], f"replay from the cache differs: {replayed['mismatches'][:3]}")
-    report.passed.append("replayable")
+    if llm_run is None:
+        rule.not_checked(("replayable",), "the LLM run failed: see `batched and checked`")
+        return report
+    try:
+        replayed = replay_run(store, llm_run.run_id, backends=fake_llm_backends(cls, store, FakeLLM(), ReplayMode()))
+        rule("replayable", replayed["matched"], "the replay from the cache differs: "
+             + "; ".join(f"tick {m['tick']}: {m['what']}" for m in replayed["mismatches"][:3]))
+    except Exception as exc:  # noqa: BLE001
+        rule.crashed("replayable", exc)
+    rule.done("replayable")
     return report
 
 
@@ -214,36 +331,50 @@ def _stored(cls: type[SocietyModel], store: Store, result: RunResult, rule: Any)
     stored_spec = RunSpec.model_validate(store.get_run(result.run_id).spec)
     rule("stored", result.ticks <= horizon(stored_spec, cls), "the run went past its horizon")
     docs = cls.metric_docs()
-    for t in ticks:
-        undocumented = sorted(set(t.metrics) - set(docs["tick"]))
-        rule("stored", not undocumented, f"per-tick metrics {undocumented} are not in tick_metric_docs")
-        _numbers(f"tick {t.tick}", t.metrics, rule)
+    undocumented = sorted({k for t in ticks for k in t.metrics} - set(docs["tick"]))
+    rule("stored", not undocumented, f"per-tick metrics {undocumented} are not in tick_metric_docs")
+    bad = {k: t.tick for t in reversed(ticks) for k in _not_numbers(t.metrics)}
+    rule("stored", not bad, f"per-tick metrics {sorted(bad)} are not numbers (or null) (first at tick {min(bad.values(), default=0)})")
     undocumented = sorted(set(result.metrics) - set(docs["final"]))
     rule("stored", not undocumented, f"final metrics {undocumented} are not in final_metric_docs")
-    _numbers("final", result.metrics, rule)
+    rule("stored", not _not_numbers(result.metrics), f"final metrics {_not_numbers(result.metrics)} are not numbers (or null)")
 
 
-def _numbers(where: str, metrics: dict[str, Any], rule: Any) -> None:
-    bad = sorted(k for k, v in metrics.items() if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))))
-    rule("stored", not bad, f"{where} metrics {bad} are not numbers (or null)")
+def _not_numbers(metrics: dict[str, Any]) -> list[str]:
+    return sorted(k for k, v in metrics.items() if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))))
 
 
 def _in_spaces(store: Store, result: RunResult, rule: Any) -> None:
     fell = [s for s in store.steps(result.run_id) if s.fallback]
     rule("batched and checked", bool(fell), f"no decision fell back, though every 4th LLM answer was {GARBAGE!r}")
     rule("batched and checked", all(s.reason for s in fell), "a fallback was stored without its reason")
-    for call in store.llm_calls(result.run_id):
-        rule("batched and checked", call.prompt.strip() != "", f"an empty prompt was sent (agent {call.agent_id})")
-    for s in store.steps(result.run_id):
-        for phase, value in (s.action or {}).items():
-            rule("batched and checked", value != GARBAGE, f"agent {s.agent_id}'s {phase} decision {GARBAGE!r} was "
-                                                         "stored: an answer outside its space reached the world")
+    empty = [c.agent_id for c in store.llm_calls(result.run_id) if c.prompt.strip() == ""]
+    rule("batched and checked", not empty, f"{len(empty)} empty prompts were sent (the first to agent {empty[:1]})")
+    reached = [(s.agent_id, phase) for s in store.steps(result.run_id) for phase, value in (s.action or {}).items()
+               if value == GARBAGE]
+    rule("batched and checked", not reached, f"{len(reached)} decisions {GARBAGE!r} were stored (the first: agent, "
+                                             f"phase {reached[:1]}): an answer outside its space reached the world")
+
+
+def probe_failures(cls: type[SocietyModel], results: Sequence[Any]) -> list[str]:
+    """What is wrong with each probe's controls (`check_probes`): one line a control that read the wrong way."""
+    out = []
+    for r in results:
+        for role, must in (("blind", False), ("follows", True)):
+            c = r.controls[role]
+            if c["responds"] != must:
+                out.append(
+                    f"{cls.name}: probe {r.name}: its {role} control ({c['does']}) read "
+                    f"{'responds' if c['responds'] else 'does not respond'} (effect {c['effect']} [{c['lo']}, {c['hi']}], "
+                    f"means {c['means']}): "
+                    f"{'the bounds force a response' if must is False else 'the probe cannot see a response'}")
+    return out
 
 
 def check_probes(scenario: Union[str, type[SocietyModel]], *, seeds: int = 10, sets: Sequence[str] = (),
                  policy: str = "scripted", store: Optional[Store] = None) -> list[Any]:
     """Run every validity probe of `scenario` under `policy` and check it as an instrument (see the module's
-    docstring); returns the probes' results, raises ConformanceError naming the probe and what failed."""
+    docstring); returns the probes' results, raises ConformanceError naming every control that read the wrong way."""
     cls = get_scenario(scenario)
     if store is None:
         with tempfile.TemporaryDirectory(prefix="societas-probes-") as tmp:
@@ -254,16 +385,11 @@ def check_probes(scenario: Union[str, type[SocietyModel]], *, seeds: int = 10, s
                 own.close()
     backends = fake_llm_backends(cls, store) if policy == "llm" else None
     report = run_probes(build_spec(cls, sets=list(sets), policy=policy), store, seeds=seeds, backends=backends)
-    for r in report.results:
-        for role, must in (("blind", False), ("follows", True)):
-            c = r.controls[role]
-            if c["responds"] != must:
-                raise ConformanceError(
-                    f"{cls.name}: probe {r.name}: its {role} control ({c['does']}) read "
-                    f"{'responds' if c['responds'] else 'does not respond'} (effect {c['effect']} [{c['lo']}, {c['hi']}], "
-                    f"means {c['means']}): "
-                    f"{'the bounds force a response' if must is False else 'the probe cannot see a response'}")
+    failures = probe_failures(cls, report.results)
+    if failures:
+        raise ConformanceError("\n".join(failures))
     return report.results
 
 
-__all__ = ["check_scenario", "check_probes", "ConformanceError", "ConformanceReport", "FakeLLM", "fake_llm_backends"]
+__all__ = ["check_scenario", "run_checks", "check_probes", "probe_failures", "RULES", "ConformanceError", "ConformanceReport",
+           "FakeLLM", "fake_llm_backends"]

@@ -39,14 +39,15 @@ LAYERS: list[tuple[str, ...]] = [
     # the faces: the PettingZoo env, the Python API, the conformance kit; then the command line, which uses them
     ("societas", "societas.env", "societas.api", "societas.testing"),
     ("societas.cli",),
-    # ADDRESSES: where users import two faces that live in societas/ (`import sim` resolves societas.api's names
-    # on first use, `sim.env` re-exports societas.env); they face up, and no module of the project imports them
-    ("sim", "sim.env"),
+    # ADDRESSES: where users import three faces that live in societas/ (`import sim` resolves societas.api's names
+    # on first use, `sim.env` and `sim.testing` re-export societas.env and societas.testing); they face up, and no
+    # module of the project imports them
+    ("sim", "sim.env", "sim.testing"),
     ("app_pages",),
     ("app",),
 ]
 #: the public addresses inside sim/ of faces that live above it: the one exception to a folder's single band
-ADDRESSES = ("sim", "sim.env")
+ADDRESSES = ("sim", "sim.env", "sim.testing")
 #: third-party modules that may be imported inside a function: optional or heavy, needed only on some paths
 #: (alembic: only when a store's schema is created or migrated)
 HEAVY = ("torch", "transformers", "ray", "streamlit", "langchain_core", "langchain_openai", "tqdm", "pyarrow",
@@ -182,7 +183,7 @@ def test_no_import_loop_anywhere():
 
 def test_each_folder_is_one_band_of_layers():
     """The tree shows the layers: each top-level folder holds consecutive layers that no other folder's layer
-    interleaves (the public addresses `sim` and `sim.env` aside), so an arrow between folders runs one way."""
+    interleaves (the public ADDRESSES aside), so an arrow between folders runs one way."""
     bands: dict[str, set[int]] = {}
     for m in MODULES:
         owner = _owner(m)
@@ -269,9 +270,9 @@ def test_no_scenario_asks_which_decision_contract_it_runs_under():
 
 
 def test_the_public_faces_are_imported_by_no_library_module():
-    """sim.model, sim.spaces, sim.errors, sim.contracts and sim.env re-export for scenario files and scripts; the
-    library uses the layers (the example scenarios in scenarios/examples are written as a user's file is)."""
-    faces = {"sim.model", "sim.spaces", "sim.errors", "sim.contracts", "sim.env", "societas.api", "sim"}
+    """sim.model, sim.spaces, sim.errors, sim.contracts, sim.env and sim.testing re-export for scenario files and
+    scripts; the library uses the layers (the example scenarios in scenarios/examples are written as a user's file is)."""
+    faces = {"sim.model", "sim.spaces", "sim.errors", "sim.contracts", "sim.env", "sim.testing", "societas.api", "sim"}
     users = ("app", "societas.cli", "societas.testing", "scenarios.examples")
     found = [f"{m} imports {t}" for m in MODULES if m not in faces and not m.startswith(users)
              for t, *_ in imports(m) if t in faces]

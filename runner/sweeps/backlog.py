@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from sim.core.profiles import CONTRACT
 from runner.sweeps.spec import expand, run_id_for, sweep_id
+from sim.core.profiles import CONTRACT
 from sim.store.liveness import owner_alive
 from sim.store.store import Store
 from sim.store.tables import SweepRow, utc_now

@@ -6,12 +6,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Optional
 
-from sim.core.errors import UsageError
 from runner.limits import EXECUTORS
 from runner.sweeps.backlog import SweepBacklog
 from runner.sweeps.local import run_local
 from runner.sweeps.ray_tasks import run_on_ray
 from runner.sweeps.worker import Outcome
+from sim.core.errors import UsageError
 from sim.store.store import Store
 
 Progress = Callable[[int, Outcome], None]

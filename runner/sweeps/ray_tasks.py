@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from agents.llm.shared import shared_llm_factory, start_model_actors
-from sim.core.errors import UsageError
-from sim.core.spec import LLMSpec, RunSpec
 from runner.sweeps.backlog import SweepBacklog
 from runner.sweeps.worker import Outcome, run_one
+from sim.core.errors import UsageError
+from sim.core.spec import LLMSpec, RunSpec
 
 #: the checkout this package runs from: Ray workers import it from there
 ROOT = Path(__file__).resolve().parents[3]

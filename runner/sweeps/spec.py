@@ -24,14 +24,14 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
+from runner.backends import preflight
+from runner.config import absolute_refs, check_population, cut, deep_merge, describe_error, load_yaml, validate_config
+from runner.data import absolute_paths
+from runner.limits import MAX_RUNS, MAX_RUNS_CONFIRMED
 from scenarios.registry import REGISTRY, get_scenario, is_reference, reference_of
 from sim.core.errors import UsageError
 from sim.core.profiles import CONTRACT
 from sim.core.spec import POLICIES, LLMSpec, RunSpec
-from runner.backends import preflight
-from runner.data import absolute_paths
-from runner.config import absolute_refs, check_population, cut, deep_merge, describe_error, load_yaml, validate_config
-from runner.limits import MAX_RUNS, MAX_RUNS_CONFIRMED
 
 KEYS = ("scenario", "base", "grid", "seeds", "policy", "llm", "ticks")
 

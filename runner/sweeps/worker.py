@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from agents.llm.base import LLM
+from runner.backends import make_backends
+from runner.execution import RunFailed, execute
+from runner.plans import FreshRun
+from runner.resume import resume_run
 from scenarios.registry import get_scenario
 from sim.core.errors import RunTaken
 from sim.core.spec import RunSpec
-from runner.backends import make_backends
-from runner.plans import FreshRun
-from runner.resume import resume_run
-from runner.execution import RunFailed, execute
 from sim.store.store import Store
 
 

@@ -6,8 +6,8 @@ from typing import Optional
 
 import typer
 
-from societas.cli.app import DbOption, app, out
 from sim.store.urls import default_url
+from societas.cli.app import DbOption, app, out
 
 db_app = typer.Typer(no_args_is_help=True, help="Store administration.")
 app.add_typer(db_app, name="db")

@@ -21,9 +21,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from societas.cli.quiet import library_warnings
 from sim.core.errors import UsageError
 from sim.store.urls import DEFAULT_URL, default_url
+from societas.cli.quiet import library_warnings
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers
     from runner.execution import RunResult

@@ -13,8 +13,8 @@ from rich import box
 from rich.table import Table
 
 from scenarios.registry import REGISTRY, get_scenario
-from societas.cli.app import DbOption, JsonOption, app, fail, fit_widths, fmt, open_store, out, reference_table
 from sim.store.urls import default_url
+from societas.cli.app import DbOption, JsonOption, app, fail, fit_widths, fmt, open_store, out, reference_table
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers
     from pydantic import BaseModel

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 from rich.table import Table
 
-from societas.cli.app import DbOption, JsonOption, app, fmt, open_store, out, reference_table, with_progress
 from runner.limits import DEFAULT_SEEDS, MAX_PARAPHRASES
+from societas.cli.app import DbOption, JsonOption, app, fmt, open_store, out, reference_table, with_progress
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers
     from runner.execution import RunResult

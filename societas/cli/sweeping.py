@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from societas.cli.app import DbOption, JsonOption, app, err, fail, open_store, out, progress_bar
 from runner.limits import EXECUTORS, MAX_RUNS, MAX_RUNS_CONFIRMED
+from societas.cli.app import DbOption, JsonOption, app, err, fail, open_store, out, progress_bar
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers
     from runner.sweeps.worker import Outcome

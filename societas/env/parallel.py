@@ -48,19 +48,19 @@ from agents.llm.base import Answer
 from agents.llm.factory import ENV_SAMPLING
 from agents.llm.prompts import get_template
 from agents.scripted import ScriptedBackend
+from runner.backends import make_backends
+from runner.config import build_spec, cut, validate_config
+from runner.execution import RunFailed, RunResult, execute
 from scenarios.registry import get_scenario
 from sim.contracts.backend import Backend
 from sim.core.errors import UsageError
 from sim.core.observations import plain_copy
 from sim.core.spec import RunSpec
-from societas.env.bridge import EpisodeClosed, OutsideLLM
-from societas.env.spaces import DecisionSpace, ObservationSpace
-from runner.backends import make_backends
-from runner.config import build_spec, cut, validate_config
-from runner.execution import RunFailed, RunResult, execute
 from sim.store.schema import as_url
 from sim.store.store import Store
 from sim.tick.broker import DecisionBroker
+from societas.env.bridge import EpisodeClosed, OutsideLLM
+from societas.env.spaces import DecisionSpace, ObservationSpace
 
 AgentID = str
 MAX_SEED = 2**63 - 1
