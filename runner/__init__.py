@@ -1,9 +1,9 @@
 """Running specs: config at the boundary (YAML, --set) into a RunSpec, the backends a spec needs, how a run
 starts (fresh, resumed, forked, replayed, a sweep's cell: `plans`), the execution that commits every tick,
-and sweeps. Stands on everything below it: `sim.core`, `sim.reward`, `sim.store`, `agents`, `sim.tick` and
-`scenarios`.
+validity probes, sweeps, and the app's launcher (runs started as `societas` commands in the background).
+Stands on everything below it: the engine (`sim`), the decision backends (`agents`) and the scenarios.
 
-    from runner import execute, RunFailed    # what scripts have long imported from here
+    from runner import execute, RunFailed
 
 This package's own names are resolved on first use (PEP 562): importing one of its light modules
 (`runner.limits`, `runner.sweeps.progress`) loads no scenario, no Mesa and no model.

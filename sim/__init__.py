@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = ["Result", "configure", "spec", "run", "probe", "load_run", "runs", "load_sweep", "register", "register_strategy",
            "register_template", "PromptTemplate", "UsageError", "RunFailed"]
+#: names that a scenario or prompt file uses while it is imported: resolved from where they are defined (the same
+#: objects societas.api gives), so that `@sim.register` in a file loads no runner, pandas or model
 _FROM = {"register": "scenarios.registry", "register_strategy": "scenarios.registry",
          "register_template": "agents.llm.prompts", "PromptTemplate": "agents.llm.prompts"}
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
-    from agents.llm.prompts import PromptTemplate, register_template
-    from scenarios.registry import register, register_strategy
-    from societas.api import Result, RunFailed, UsageError, configure, load_run, load_sweep, probe, run, runs, spec
+    from societas.api import (PromptTemplate, Result, RunFailed, UsageError, configure, load_run, load_sweep, probe,
+                              register, register_strategy, register_template, run, runs, spec)
 
 
 def __dir__() -> list[str]:

@@ -20,21 +20,24 @@ from typing import Any, Optional, Union
 import pandas as pd
 from pydantic import BaseModel
 
+from agents.llm.prompts import PromptTemplate, register_template
 from analysis.frames import run_frames
 from analysis.sweeps import sweep_frame
 from runner.backends import preflight
 from runner.config import build_spec, validate_config
 from runner.execution import RunFailed, execute
 from runner.probing import DEFAULT_SEEDS, ProbeReport, run_probes
-from scenarios.registry import get_scenario
+from scenarios.registry import get_scenario, register, register_strategy
 from sim.core.errors import UsageError
 from sim.core.spec import RunSpec
 from sim.store.schema import DEFAULT_URL as DEFAULT_DB
 from sim.store.schema import default_url as default_db
 from sim.store.store import Store
 
-__all__ = ["DEFAULT_DB", "Result", "configure", "spec", "run", "load_run", "runs", "load_sweep", "default_db",
-           "UsageError", "RunFailed"]
+__all__ = ["DEFAULT_DB", "Result", "configure", "spec", "run", "probe", "load_run", "runs", "load_sweep", "default_db",
+           "UsageError", "RunFailed",
+           # what a script or notebook names its own scenarios, strategies and prompts with (`@sim.register`...)
+           "register", "register_strategy", "register_template", "PromptTemplate"]
 
 
 def _open(db: Union[str, Store, None], *, create: bool) -> Store:

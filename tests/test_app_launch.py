@@ -17,10 +17,11 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from analysis import configs  # noqa: E402
 from runner import launcher  # noqa: E402
-from sim.store import queries
 from runner.config import build_spec  # noqa: E402
 from runner.execution import execute  # noqa: E402
+from sim.store import queries  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -305,7 +306,7 @@ def test_runs_list_shows_the_config_that_differs_searches_it_and_keeps_filters_i
 
 
 def test_varying_config_keeps_only_keys_that_differ():
-    cols = launcher.varying_config([{"a": 1, "b": {"c": [1, 2]}, "d": "x" * 80}, {"a": 1, "b": {"c": [1]}, "d": "y"},
+    cols = configs.varying_config([{"a": 1, "b": {"c": [1, 2]}, "d": "x" * 80}, {"a": 1, "b": {"c": [1]}, "d": "y"},
                                     {"a": 1, "b": {"c": [1]}}])
     assert list(cols.columns) == ["config.b.c", "config.d"]
     assert cols["config.b.c"].tolist() == ["[1,2]", "[1]", "[1]"]

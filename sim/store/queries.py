@@ -1,4 +1,4 @@
-"""Read-only queries of the run store for the app: small DataFrames, aggregated in SQL.
+"""Read-only queries of the run store for the app (and `analysis`): small DataFrames, aggregated in SQL.
 
 Every function takes an engine from `open_reader` (which never creates a database file)
 and returns plain data or a pandas DataFrame. Queries over `agent_steps` and `events`
