@@ -26,9 +26,12 @@ def check(
                                 "(their blind and following controls; ten seeds each)"),
     as_json: bool = JsonOption,
 ) -> None:
-    """Check that a scenario keeps the platform's contract and report every rule it breaks, each with what broke it
-    (declared, stored, reproducible, seeded, resumable, batched and checked, replayable). Its runs, scripted and
-    with a fake LLM, go to a temporary store. Exit 0 when every rule holds, 1 when one fails."""
+    """Check a scenario against the platform's contract: every rule it breaks, with what broke it.
+
+    The rules: declared, stored, reproducible, seeded, resumable, batched and checked, replayable (and with
+    --probes its validity probes). Its runs, scripted and with a fake LLM, go to a temporary store. Exit 0 when
+    every rule holds, 1 when one fails.
+    """
     from societas.testing import RULES, run_checks
 
     report = run_checks(scenario, ticks=ticks, seed=seed, sets=set_, probes=probes)
