@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import random
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -50,7 +51,7 @@ from agents.llm.base import Answer, Messages
 from agents.llm.cache import CachedBackend
 from agents.scripted import ScriptedBackend
 from runner.config import build_spec
-from runner.execution import RunFailed, RunResult, execute, horizon
+from runner.execution import RunFailed, RunInterrupted, RunResult, execute, horizon
 from runner.probing import run_probes
 from runner.replay import replay_run
 from runner.resume import resume_run
@@ -162,10 +163,17 @@ class _Rules:
             return True
         return False
 
-    def crashed(self, label: str, exc: BaseException, doing: str = "its run") -> None:
-        """`label` fails because `doing` raised `exc` (the scenario's own code, or what its runs broke)."""
-        said = exc.reason if isinstance(exc, RunFailed) else f"{type(exc).__name__}: {exc}"  # (the run's failure, stored)
-        self(label, False, f"{doing} failed: {said.splitlines()[0] if said else ''}")
+    @contextmanager
+    def attempt(self, label: str, doing: str = "its run") -> Iterator[None]:
+        """Check `label` inside: an exception (the scenario's own code failed, or what its runs broke) fails it,
+        naming what `doing` raised; a run the user interrupted stops the whole check."""
+        try:
+            yield
+        except RunInterrupted:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the scenario's failure is the finding
+            said = exc.reason if isinstance(exc, RunFailed) else f"{type(exc).__name__}: {exc}"  # (a run's stored reason)
+            self(label, False, f"{doing} failed: {said.splitlines()[0] if said else ''}")
 
     def not_checked(self, labels: Sequence[str], why: str) -> None:
         for label in labels:
@@ -211,12 +219,10 @@ def _check_probes(cls: type[SocietyModel], store: Store, sets: list[str], report
         report.skipped["probes"] = "the scenario declares no validity probe"
         return
     rule = _Rules(report)
-    try:
+    with rule.attempt("probes", "running its probes"):
         results = run_probes(build_spec(cls, sets=sets, policy="scripted"), store, seeds=10).results
         for line in probe_failures(cls, results):
             rule("probes", False, line.split(": ", 1)[1])
-    except Exception as exc:  # noqa: BLE001 - the scenario's own code failed: that is the finding
-        rule.crashed("probes", exc)
     rule.done("probes")
 
 
@@ -251,12 +257,10 @@ def _check(cls: type[SocietyModel], store: Store, ticks: int, seed: int, sets: l
 
     # 2. stored, 3. reproducible
     a = b = None
-    try:
+    with rule.attempt("stored"):
         a, b = execute(scripted, store), execute(scripted, store)
         report.runs.update(scripted=a.run_id, scripted_again=b.run_id)
         _stored(cls, store, a, rule)
-    except Exception as exc:  # noqa: BLE001 - the scenario's own code failed: that is the finding
-        rule.crashed("stored", exc)
     rule.done("stored")
     if a is None or b is None:
         rule.not_checked(("reproducible", "resumable"), "the scripted run failed: see `stored`")
@@ -268,12 +272,10 @@ def _check(cls: type[SocietyModel], store: Store, ticks: int, seed: int, sets: l
 
     # 4. seeded
     if "random" in cls.strategies and "strategy" in cls.Config.model_fields:
-        try:
+        with rule.attempt("seeded"):
             runs = [execute(spec(seed=s, more=["strategy=random"]), store) for s in (1, 2, 3)]
             snaps = [store.tick_snapshots(r.run_id) for r in runs]
             rule("seeded", any(x != snaps[0] for x in snaps[1:]), "three seeds of the `random` strategy gave one run")
-        except Exception as exc:  # noqa: BLE001
-            rule.crashed("seeded", exc)
         rule.done("seeded")
     else:
         report.skipped["seeded"] = "no `random` strategy (and `strategy` field to choose it)"
@@ -281,21 +283,19 @@ def _check(cls: type[SocietyModel], store: Store, ticks: int, seed: int, sets: l
     # 5. resumable
     if a is not None and a.ticks >= 2:
         half = a.ticks // 2
-        try:
+        with rule.attempt("resumable", f"resuming a run stopped after tick {half}"):
             stopped = execute(scripted, store, stop_after=half)
             resumed = resume_run(store, stopped.run_id)
             report.runs["resumed"] = resumed.run_id
             rule("resumable", store.tick_snapshots(resumed.run_id) == store.tick_snapshots(a.run_id),
                  f"stopped after tick {half} and resumed, the run differs from the uninterrupted one")
-        except Exception as exc:  # noqa: BLE001
-            rule.crashed("resumable", exc, f"resuming a run stopped after tick {half}")
         rule.done("resumable")
     elif a is not None:
         report.skipped["resumable"] = "the run ended after one tick"
 
     # 6. batched and checked
     llm_run = None
-    try:
+    with rule.attempt("batched and checked"):
         fake = FakeLLM()
         llm_run = execute(spec(seed=seed, policy="llm"), store, backends=fake_llm_backends(cls, store, fake))
         report.runs["llm"] = llm_run.run_id
@@ -306,20 +306,16 @@ def _check(cls: type[SocietyModel], store: Store, ticks: int, seed: int, sets: l
              f"a batch held {max(fake.batches, default=0)} requests, more than the {per_tick} agents of a tick: one "
              "batch per phase")
         _in_spaces(store, llm_run, rule)
-    except Exception as exc:  # noqa: BLE001
-        rule.crashed("batched and checked", exc)
     rule.done("batched and checked")
 
     # 7. replayable
     if llm_run is None:
         rule.not_checked(("replayable",), "the LLM run failed: see `batched and checked`")
         return report
-    try:
+    with rule.attempt("replayable"):
         replayed = replay_run(store, llm_run.run_id, backends=fake_llm_backends(cls, store, FakeLLM(), ReplayMode()))
         rule("replayable", replayed["matched"], "the replay from the cache differs: "
              + "; ".join(f"tick {m['tick']}: {m['what']}" for m in replayed["mismatches"][:3]))
-    except Exception as exc:  # noqa: BLE001
-        rule.crashed("replayable", exc)
     rule.done("replayable")
     return report
 

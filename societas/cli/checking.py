@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from societas.cli.app import JsonOption, app, out
+from societas.cli.app import JsonOption, app, fail, out
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers
     from societas.testing import ConformanceReport
@@ -32,9 +32,13 @@ def check(
     --probes its validity probes). Its runs, scripted and with a fake LLM, go to a temporary store. Exit 0 when
     every rule holds, 1 when one fails.
     """
+    from runner.execution import RunInterrupted
     from societas.testing import RULES, run_checks
 
-    report = run_checks(scenario, ticks=ticks, seed=seed, sets=set_, probes=probes)
+    try:
+        report = run_checks(scenario, ticks=ticks, seed=seed, sets=set_, probes=probes)
+    except RunInterrupted as exc:
+        fail(f"check {exc.reason}: nothing was kept (its runs were in a temporary store)", code=exc.exit_code)
     if as_json:
         print(json.dumps(report.to_json()))
     else:
