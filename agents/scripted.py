@@ -1,59 +1,24 @@
 """The scripted-policy backend: plain Python strategies behind the same decision layer as LLMs.
 
-A strategy is a function `(request, rng) -> value` that reads only the request's
-`observation` (plain data) and a `random.Random` seeded from the request, so its answer does
-not depend on which other requests share the batch.
-
-A RequestBatch (10,000 fishers at harvest, all seeing the same lake) is answered in columns
-where a strategy has been marked with a columnar form:
-- `@observation_only`: its answer reads the observation and phase alone (no draw, nothing of the
-  agent's own, no side effect): asked once for the whole group;
-- `@answers_many(many)`: `many(observation, phase, seeds) -> list | None` gives the answers for
-  these request seeds at once (e.g. vectorised counter draws, `sim.core.rng.randbelow_many`), equal to
-  asking one by one; None where it has no columnar answer (that phase is asked one by one).
-The marks are kept beside the function, not on it, so a wrapper (`functools.wraps` copies a
-function's attributes) is not taken for the function it wraps. Every other strategy is asked
-agent by agent, in the batch's order, exactly as `decide_batch` asks it.
+A strategy (`sim.contracts.strategy.Strategy`) is a function `(request, rng) -> value` of the scenario's or
+the user's. A RequestBatch (10,000 fishers at harvest, all seeing the same lake) is answered in
+columns where the scenario marked a strategy with a columnar form (`sim.contracts.strategy`:
+`@observation_only`, asked once for the whole group; `@answers_many(many)`, all its agents at once);
+every other strategy is asked agent by agent, in the batch's order, exactly as `decide_batch` asks it.
 """
 
 from __future__ import annotations
 
-import random
-import weakref
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Optional, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from sim.core.backend import Backend, fallback_decision
+from sim.contracts.backend import Backend, fallback_decision
+from sim.contracts.strategy import Strategy, columnar_form, is_observation_only
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
 from sim.core.profiles import CONTRACT, profile
 from sim.core.refs import load_strategy
 from sim.core.rng import CounterRandom, strategy_rng_class
 from sim.core.spec import RunSpec
-
-Strategy = Callable[[DecisionRequest, random.Random], Any]
-Many = Callable[[dict, str, Any], Optional[list]]
-S = TypeVar("S", bound=Callable[..., Any])
-
-_OBSERVATION_ONLY: "weakref.WeakSet[Callable[..., Any]]" = weakref.WeakSet()
-_MANY: "weakref.WeakKeyDictionary[Callable[..., Any], Many]" = weakref.WeakKeyDictionary()
-
-
-def observation_only(strategy: S) -> S:
-    """Mark a strategy whose answer reads the observation and phase alone: it never draws, reads
-    nothing of the agent's own and has no side effect, so one call answers every agent of a batch."""
-    _OBSERVATION_ONLY.add(strategy)
-    return strategy
-
-
-def answers_many(many: Many) -> Callable[[S], S]:
-    """Give a strategy a columnar form: `many(observation, phase, seeds)` returns its answers for
-    all these request seeds (a uint64 array) at once, equal to calling it once per request, or
-    None for a phase it has no columnar answer for."""
-    def mark(strategy: S) -> S:
-        _MANY[strategy] = many
-        return strategy
-
-    return mark
 
 
 class ScriptedBackend(Backend):
@@ -108,12 +73,12 @@ class ScriptedBackend(Backend):
             strategy = self._strategy(name)
             got = None
             if strategy is not None:
-                many = _MANY.get(strategy)
+                many = columnar_form(strategy)
                 if many is not None and make_rng is CounterRandom:  # columnar draws are CounterRandom's
                     got = many(batch.observation, batch.phase, batch.seeds if isinstance(idx, range) else batch.seeds[idx])
                     if got is not None and len(got) != len(idx):
                         raise RuntimeError(f"strategy {name!r} answered {len(got)} of {len(idx)} requests")
-                if got is None and strategy in _OBSERVATION_ONLY:
+                if got is None and is_observation_only(strategy):
                     i = idx[0]
                     got = [strategy(batch[i], make_rng(int(batch.seeds[i])))] * len(idx)
             if got is None:

@@ -1,8 +1,8 @@
 """Comparing runs: which runs pool as seeds of one group, metric means with intervals that respect the metric's
 bounds, Kaplan-Meier survival curves (lifelines), and metrics over time across runs.
 
-Pure functions of the runs frame from `analysis.queries.list_runs` (one row per run, final metrics in `m.NAME`
-columns) and of per-run tick frames (`analysis.queries.tick_frame`): no database, no Streamlit.
+Pure functions of the runs frame from `sim.store.queries.list_runs` (one row per run, final metrics in `m.NAME`
+columns) and of per-run tick frames (`sim.store.queries.tick_frame`): no database, no Streamlit.
 
 Pooling rule: runs are seeds of one group only when their scenario, backend (the policy, and for an LLM run its
 provider and model), their config (the fields grouped by) and their lineage agree. A fork or replay (`parent_id`

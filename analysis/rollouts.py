@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from runner.rollouts import stored_rollouts
 from sim.core.errors import UsageError
-from sim.runner.rollouts import stored_rollouts
 from sim.store.store import Store
 from sim.store.tables import AgentStep
 

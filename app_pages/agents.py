@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import charts, export
-from app_pages.common import choose_agent, choose_run, page, q, scenario_class, url_tabs
+from app_pages.common import choose_agent, choose_run, over_usage, page, q, scenario_class, url_tabs
 
 MAX_LINES = 40
 #: agent steps above which the over-usage count waits to be asked for (it reads every decision)
@@ -53,7 +53,7 @@ def _all(run: dict, agents: pd.DataFrame) -> None:
         big = len(agents) * int(run.get("ticks") or 0) > BIG_RUN
         if not big or st.toggle("Count over-usage", help=f"reads every `{cls.usage_phase}` decision of the run: "
                                                           "seconds on a run of a million agent steps"):
-            usage = q("over_usage", run, run["run_id"], run["scenario"], detail.get("config") or {})
+            usage = over_usage(run, detail.get("config") or {})
     frame = agents.merge(totals, on="agent_id", how="left")
     if usage is not None:
         frame = frame.merge(usage, on="agent_id", how="left")

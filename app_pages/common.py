@@ -1,6 +1,6 @@
 """What every page shares: the store URL, what the app may do, the cached engine and queries, the run picker, errors.
 
-Pages read only through `q(...)` (analysis.queries, cached by run and its progress) and
+Pages read only through `q(...)` (sim.store.queries, cached by run and its progress) and
 `runs()`; nothing here or in a page writes SQL.
 
 What the app may do is fixed on its command line (`societas app`, or after `--` of `streamlit run app.py`),
@@ -25,11 +25,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agents.sandbox.levels import DEFAULT_LEVEL
 from agents.sandbox.levels import of_run as sandbox_of_run
-from analysis import events, queries
+from analysis import usage
 from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
 from sim.core.refs import absolute, is_reference, only_references, references_in
 from sim.reward.docs import scenario_metric_docs
+from sim.store import event_queries as events, queries
 from sim.store.schema import default_url
 #: slug, page file, title, icon: the app's navigation, in order
 PAGES = [
@@ -150,8 +151,8 @@ def runs() -> pd.DataFrame:
     return _runs(db_url())
 
 
-#: the modules whose queries pages call through `q` and `eq`
-_QUERY_MODULES = {"queries": queries, "events": events}
+#: the modules whose queries pages call through `q`, `eq` and `over_usage`
+_QUERY_MODULES = {"queries": queries, "events": events, "usage": usage}
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -165,13 +166,18 @@ def _cached(module: str, name: str, run: Optional[dict[str, Any]], args: tuple, 
 
 
 def q(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
-    """`analysis.queries.NAME(engine, *args, **kwargs)`, cached until the run commits another tick."""
+    """`sim.store.queries.NAME(engine, *args, **kwargs)`, cached until the run commits another tick."""
     return _cached("queries", name, run, args, kwargs)
 
 
 def eq(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
-    """`analysis.events.NAME(engine, *args, **kwargs)` (the Conversations and Event log queries), cached as `q`."""
+    """`sim.store.event_queries.NAME(engine, *args, **kwargs)` (the Conversations and Event log queries), cached as `q`."""
     return _cached("events", name, run, args, kwargs)
+
+
+def over_usage(run: dict[str, Any], config: dict[str, Any]) -> Optional[pd.DataFrame]:
+    """`analysis.usage.over_usage` of `run` (its scenario's rule, counted in SQL), cached as `q`."""
+    return _cached("usage", "over_usage", run, (run["run_id"], run["scenario"], config), {})
 
 
 def clear_caches() -> None:

@@ -15,11 +15,11 @@ import pandas as pd
 import streamlit as st
 
 from analysis import compare as cmp
-from analysis import queries
 from app_pages import charts, export
 from app_pages import compare_charts as cc
 from app_pages.common import (db_url, engine as common_engine, init_state, page, q, scenario_class, set_url, url_list, url_tabs,
                               url_value)
+from sim.store import queries
 
 #: Over time reads one tick frame per run; past this many runs it reads the newest ones and says so
 MAX_OVER_TIME = 400

@@ -15,8 +15,8 @@ from typing import Any, Optional
 import pandas as pd
 import streamlit as st
 
-from analysis import events
 from app_pages.common import as_int, choose_run, eq, init_state, page, set_url, url_list, url_value
+from sim.store import event_queries as events
 
 PAGE_SIZE = 100
 MAX_INDENT = 6

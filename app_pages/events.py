@@ -2,7 +2,7 @@
 filtered by kind, agent, tick range and a text search, a page at a time; and Replay: what happened at the
 shared replay cursor's tick (its metrics, events and decisions).
 
-Filtering, counting and paging happen in SQL (analysis.events), so a run of a million agent steps shows at once.
+Filtering, counting and paging happen in SQL (sim.store.event_queries), so a run of a million agent steps shows at once.
 The view (mode, kinds, agent, search, ticks, page) is in the URL.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, Optional
 import pandas as pd
 import streamlit as st
 
-from analysis import events
 from app_pages import charts
 from app_pages.common import as_int, choose_run, eq, init_state, page, set_url, tick_picker, url_list, url_value
+from sim.store import event_queries as events
 
 PAGE_SIZE = 200
 MODES = ["Log", "Replay"]

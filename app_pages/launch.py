@@ -14,11 +14,12 @@ from typing import Any, Optional
 import pandas as pd
 import streamlit as st
 
-from analysis import launcher, queries
 from app_pages.common import access, clear_caches, db_url, engine, page, read_only_note, runs, url_value
+from runner import launcher
 from scenarios.registry import REGISTRY, get_scenario, is_reference
 from sim.core.errors import UsageError
 from sim.core.spec import POLICIES
+from sim.store import queries
 from sim.tick.config import ScenarioConfig
 
 TABS = ["Form", "YAML config", "Sweep", "Fork the open run"]

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import network as net  # noqa: E402
-from analysis import queries  # noqa: E402
+from sim.store import queries  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 
 RUN = "bigrun000001"

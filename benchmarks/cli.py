@@ -47,7 +47,7 @@ def environment() -> dict[str, str]:
 
 
 def societas(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sim.cli", *args]
+    return [sys.executable, "-m", "societas.cli", *args]
 
 
 def make_store(folder: Path) -> tuple[str, str, str]:
@@ -93,7 +93,7 @@ def timed(argv: list[str], cwd: Path, usage: list[tuple[float, float]]) -> float
 
 def heavy_imports(argv: list[str], cwd: Path) -> list[str]:
     """The libraries of `HEAVY` that the command imports (`python -X importtime`)."""
-    if argv[1:3] != ["-m", "sim.cli"]:
+    if argv[1:3] != ["-m", "societas.cli"]:
         return []
     proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], cwd=cwd, env=environment(), capture_output=True,
                           text=True)
@@ -139,7 +139,7 @@ def main() -> None:
                        "cpus": os.cpu_count()},
            "load_average_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
            "store": "one scripted commons run of 3 ticks and a scripted sweep of 2 runs (SQLite)",
-           "how": "each command a fresh process (`python -m sim.cli ...`), paired rounds with `python -c pass`; "
+           "how": "each command a fresh process (`python -m societas.cli ...`), paired rounds with `python -c pass`; "
                   "wall_s: median; vs_python: median of the rounds' ratios; cpu_s and peak_rss_mib: medians",
            "commands": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -43,8 +43,8 @@ def end_to_end(n: int, months: int) -> dict:
     """One run through the runner into a fresh SQLite file (call in a subprocess)."""
     import resource
 
-    from sim.runner.config import build_spec
-    from sim.runner.execution import execute
+    from runner.config import build_spec
+    from runner.execution import execute
     from sim.store.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,7 +68,7 @@ def engine_ticks(n: int, months: int, batched: bool = True) -> float:
     from agents.scripted import ScriptedBackend
     from scenarios import get_scenario
     from sim.tick.broker import DecisionBroker
-    from sim.runner.config import build_spec
+    from runner.config import build_spec
 
     cls = get_scenario("commons")
     if not batched:

@@ -3,7 +3,7 @@ training steps per minute.
 
 1. env vs run: the fishery with N fishers for M months, the focal fisher answered by a constant policy
    through the PettingZoo env (`sim.env`, one env step a month), against the same fishery with that
-   fisher scripted (`fixed`, the same catch) run as `societas run` does (`sim.runner.execution.execute`),
+   fisher scripted (`fixed`, the same catch) run as `societas run` does (`runner.execution.execute`),
    both stored in SQLite; paired rounds (benchmarks/timing.py), the ratio measured in one run.
 2. rollouts: `rollout_runs` of a scripted run (random catches) at tick 3, k = 8; rollouts per second.
 3. training: `examples/train_commons.py`'s loop (LoRA, group-relative policy gradient) with a group of 4
@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT / "examples"))
 from timing import rounds, wall  # noqa: E402
 
 from sim.env import parallel_env  # noqa: E402
-from sim.runner.config import build_spec  # noqa: E402
-from sim.runner.execution import execute  # noqa: E402
-from sim.runner.rollouts import rollout_runs  # noqa: E402
+from runner.config import build_spec  # noqa: E402
+from runner.execution import execute  # noqa: E402
+from runner.rollouts import rollout_runs  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 
 CATCH = 2.0

@@ -102,7 +102,7 @@ except Exception as exc:
     print("triton missing:", exc)
 missing = []
 for name in ("mesa", "pydantic", "pydantic_core", "sqlalchemy", "sqlmodel", "alembic", "networkx", "yaml", "numpy", "pandas",
-             "sim.store.store", "sim.runner.execution", "scenarios", "agents.llm.local.model", "agents.llm.local.lean_engine",
+             "sim.store.store", "runner.execution", "scenarios", "agents.llm.local.model", "agents.llm.local.lean_engine",
              "benchmarks.llm_scale", "benchmarks.gpu_profile"):
     try:
         mod = importlib.import_module(name)

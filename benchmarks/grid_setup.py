@@ -26,7 +26,7 @@ CHILD = """
 import json, sys, time, resource
 sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
 from conftest import scripted_model
-import agents.scripted, scenarios, sim.runner.config, sim.tick.broker  # imported before the clock starts
+import agents.scripted, scenarios, runner.config, sim.tick.broker  # imported before the clock starts
 t0 = time.perf_counter()
 model = scripted_model("gathering", sets=["map={path}", "agents=100", "episode_steps=3"], policy="scripted")
 t1 = time.perf_counter()

@@ -383,9 +383,9 @@ def tick_runs(lm, scenario: str, sets: list[str], ticks: int) -> dict:
     import tempfile
 
     import scenarios
-    from sim.runner.backends import make_backends
-    from sim.runner.config import build_spec
-    from sim.runner.execution import execute
+    from runner.backends import make_backends
+    from runner.config import build_spec
+    from runner.execution import execute
     from sim.store.store import Store
 
     spec = build_spec(scenario, sets=sets, ticks=ticks, policy="llm", seed=0)

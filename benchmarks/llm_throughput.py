@@ -26,9 +26,9 @@ from agents.llm.prompts import render_messages  # noqa: E402
 from agents.scripted import ScriptedBackend  # noqa: E402
 from scenarios.commons import CommonsConfig, CommonsModel  # noqa: E402
 from sim.tick.broker import DecisionBroker  # noqa: E402
-from sim.runner.config import build_spec  # noqa: E402
+from runner.config import build_spec  # noqa: E402
 from sim.core.profiles import CONTRACT  # noqa: E402
-from sim.runner.execution import execute  # noqa: E402
+from runner.execution import execute  # noqa: E402
 from sim.core.spaces import Choice, Text  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 

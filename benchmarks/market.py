@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from agents.scripted import ScriptedBackend  # noqa: E402
 from scenarios.market import MarketConfig, MarketModel  # noqa: E402
-from sim.runner.config import build_spec  # noqa: E402
-from sim.runner.execution import execute  # noqa: E402
+from runner.config import build_spec  # noqa: E402
+from runner.execution import execute  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 from sim.tick.broker import DecisionBroker  # noqa: E402
 

@@ -9,7 +9,7 @@ builds one fisher whose situation states the population's size (scenarios/common
 its request equals the whole fishery's). Per size this times, with the scripted `sustainable` fishers and no
 store (the decisions are the same either way):
 
-- `probe_s`: the probe as it runs now (`sim.runner.probing.probe_once`, its controls included);
+- `probe_s`: the probe as it runs now (`runner.probing.probe_once`, its controls included);
 - `whole_world_s` (sizes in --whole): the same probe with its smaller world switched off, i.e. building the
   whole fishery per request as before (skipped at sizes where that takes minutes);
 - `ratio`: whole_world_s / probe_s, both measured in this one process.
@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 from agents.scripted import ScriptedBackend  # noqa: E402
 from scenarios.commons.probes import CATCH_BY_STOCK  # noqa: E402
 from scenarios.registry import get_scenario  # noqa: E402
-from sim.runner.config import build_spec, validate_config  # noqa: E402
-from sim.runner.probing import probe_once  # noqa: E402
+from runner.config import build_spec, validate_config  # noqa: E402
+from runner.probing import probe_once  # noqa: E402
 from sim.tick.broker import DecisionBroker  # noqa: E402
 
 

@@ -58,8 +58,8 @@ def _peak_mb() -> float:
 def case_scripted(agents: int, ticks: int) -> dict:
     import scenarios
     from sim.tick import broker as broker_mod
-    from sim.runner.config import build_spec
-    from sim.runner.execution import execute
+    from runner.config import build_spec
+    from runner.execution import execute
     from sim.store.store import Store
 
     timers: dict[str, float] = defaultdict(float)
@@ -142,7 +142,7 @@ def case_llm(agents: int, feed_size: int, stand_in: bool = False) -> dict:
     from agents.scripted import ScriptedBackend
     from scenarios.social.model import SocialModel
     from sim.tick.broker import DecisionBroker
-    from sim.runner.config import build_spec
+    from runner.config import build_spec
     from sim.core.contracts import Decision
 
     class StandIn(ScriptedBackend):

@@ -82,8 +82,8 @@ def plain(game: str, agents: int, map_name: str, strategy: str, steps: int) -> f
 
 def platform_run(game: str, agents: int, map_name: str, strategy: str, steps: int, policy: str = "scripted",
                  extra: tuple[str, ...] = ()) -> tuple[float, dict]:
-    from sim.runner.config import build_spec
-    from sim.runner.execution import execute
+    from runner.config import build_spec
+    from runner.execution import execute
     from sim.store.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:

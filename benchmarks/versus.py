@@ -42,13 +42,13 @@ import json, math, sys, tempfile, time
 from pathlib import Path
 kind, n = sys.argv[1], int(sys.argv[2])
 try:
-    from sim.runner.config import build_spec
-    from sim.runner.execution import execute
+    from runner.config import build_spec
+    from runner.execution import execute
     from sim.store.store import Store
     from sim.tick.broker import DecisionBroker
 except ImportError:  # the layout before the redesign
     from sim.config import build_spec
-    from sim.runner import execute
+    from runner import execute
     from sim.store import Store
     from sim.broker import DecisionBroker
 from agents.scripted import ScriptedBackend

@@ -212,7 +212,7 @@ def _command_doc(cmd: Any, path: list[str], level: int) -> list[str]:
 def gen_cli(_: str | None = None, page: str = "") -> str:
     import typer.main
 
-    from sim.cli import app
+    from societas.cli import app
 
     root = typer.main.get_command(app)
     lines = [inspect.cleandoc(root.help or ""), "",
@@ -231,7 +231,7 @@ def prompt_of(name: str) -> tuple[Any, list[dict[str, str]]]:
     `name@protocol` renders it under the scenario's built-in config `configs/<protocol>.yaml` (a paper protocol)."""
     from agents.llm.prompts import builtin_template, render_messages
     from sim.core.profiles import CONTRACT, profile
-    from sim.runner.config import load_yaml
+    from runner.config import load_yaml
     from sim.tick.broker import DecisionBroker
 
     name, _, protocol = name.partition("@")

@@ -17,7 +17,7 @@ function fits without a wrapper as long as this loop):
   gradient); LoRA adapters (rank 8, q/k/v/o) are the only weights trained; the prompt but its last
   token is forwarded once without gradients (its keys and values cached), so gradients flow only
   through the answer tokens.
-- Before and after, the fisher is evaluated *through the platform* (`sim.api.run` with the model
+- Before and after, the fisher is evaluated *through the platform* (`societas.api.run` with the model
   directory as `--model`) on held-out seeds: return, survival, gain, with 95% intervals; and the
   fishery's validity probe (does the catch respond to the stock?) on both.
 

@@ -47,7 +47,7 @@ def scripted_model(scenario: str, *, config_file: str | None = None, sets: tuple
     shows its agents, not of what a model answers."""
     from agents.scripted import ScriptedBackend
     from scenarios import get_scenario
-    from sim.runner.config import build_spec
+    from runner.config import build_spec
     from sim.tick.broker import DecisionBroker
 
     spec = build_spec(scenario, config_file=config_file, sets=list(sets))
@@ -59,7 +59,7 @@ def scripted_model(scenario: str, *, config_file: str | None = None, sets: tuple
 
 def cli(*args: str, db: str | None = None, timeout: float = 300, columns: int = 200) -> subprocess.CompletedProcess:
     """Run `societas ARGS` in a subprocess, exactly as a user would (on a terminal `columns` wide)."""
-    cmd = [sys.executable, "-m", "sim.cli", *args]
+    cmd = [sys.executable, "-m", "societas.cli", *args]
     if db:
         cmd += ["--db", db]
     env = {**os.environ, "COLUMNS": str(columns)}

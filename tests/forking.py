@@ -9,11 +9,11 @@ from typing import Any, Optional
 
 from agents.scripted import ScriptedBackend
 from scenarios.registry import get_scenario
-from sim.core.backend import Backend
+from sim.contracts.backend import Backend
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
 from sim.core.observations import plain_copy
-from sim.runner.config import build_spec
-from sim.runner.plans import swap_config
+from runner.config import build_spec
+from runner.plans import swap_config
 from sim.store.snapshots import snapshot_of
 from sim.tick.broker import DecisionBroker
 

@@ -28,14 +28,14 @@ RICH_COMMONS = ("fishers=6", "talk=true", "sanctions=true", "social_learning=tru
 
 
 def _cli(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "societas.cli", *args], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
 
 
 def build_store(kind: str, url: str) -> None:
     """A light store (one run of each scenario, a fishery with talk and sanctions, a synthesis run) or a rich one
     (that, plus seeds and reward modes, the 2x2 norms sweep, forks, runs of the embedded LLM, 3,000 members)."""
-    from sim.runner.config import build_spec
-    from sim.runner.execution import RunFailed, execute
+    from runner.config import build_spec
+    from runner.execution import RunFailed, execute
     from sim.store.store import Store
 
     store = Store(url)
@@ -98,7 +98,7 @@ def _pick(runs: Any, scenario: str) -> str | None:
 
 def shoot(url: str, out: Path) -> list[tuple[str, str]]:
     """Every page's picture into `out`; returns (file, what it shows)."""
-    from analysis import queries
+    from sim.store import queries
 
     runs = queries.list_runs(queries.open_reader(url))
     made = []

@@ -60,7 +60,7 @@ def test_output_piped_into_head_ends_quietly(db_url, twelve_ticks, tmp_path, com
     """`| head -1` closes the pipe early: exit 0, no traceback (as the README says)."""
     args = " ".join(a.format(run=twelve_ticks, tmp=tmp_path / "x") for a in command)
     db = "" if command[0] == "scenarios" else f"--db {db_url}"
-    proc = subprocess.run(f"{sys.executable} -m sim.cli {args} {db} | head -c 20 > /dev/null; "
+    proc = subprocess.run(f"{sys.executable} -m societas.cli {args} {db} | head -c 20 > /dev/null; "
                           "echo ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert proc.stdout.strip() == "0", proc.stderr
@@ -179,7 +179,7 @@ def test_the_same_sweep_started_three_times_at_once_leaves_each_run_to_one_proce
     sweep = tmp_path / "s.yaml"
     sweep.write_text("scenario: commons\nbase: {months: 30}\ngrid: {strategy: [random, greedy]}\nseeds: 6\n")
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    procs = [subprocess.Popen([sys.executable, "-m", "sim.cli", "sweep", str(sweep), "--workers", "1", "--json",
+    procs = [subprocess.Popen([sys.executable, "-m", "societas.cli", "sweep", str(sweep), "--workers", "1", "--json",
                                "--db", db], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(3)]
     results = [p.communicate(timeout=300) for p in procs]
@@ -196,7 +196,7 @@ def test_workers_die_with_a_killed_sweep(tmp_path):
     """`kill -9` of `societas sweep`: its pool's workers stop too, instead of running the rest of the queue."""
     sweep = tmp_path / "s.yaml"
     sweep.write_text("scenario: commons\nbase: {months: 100000, fishers: 20}\nseeds: 4\n")
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "sweep", str(sweep), "--workers", "2", "--db",
+    proc = subprocess.Popen([sys.executable, "-m", "societas.cli", "sweep", str(sweep), "--workers", "2", "--db",
                              f"sqlite:///{tmp_path / 'runs.db'}"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 60
@@ -254,7 +254,7 @@ def test_societas_app_serves_the_app(tmp_path, db_url, twelve_ticks):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "app", "--port", str(port), "--db", db_url], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "societas.cli", "app", "--port", str(port), "--db", db_url], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         deadline, answered = time.time() + 60, False
@@ -315,9 +315,9 @@ def test_a_fork_takes_exactly_the_fields_its_scenario_reads_as_it_runs(name, sto
     """Every field a fork may change (the scenario's fork_fields, the reward layer's, the horizon) runs; every other
     field is refused before a row is written."""
     from scenarios import REGISTRY
-    from sim.runner.config import build_spec
-    from sim.runner.execution import execute
-    from sim.runner.resume import fork_fields, fork_run
+    from runner.config import build_spec
+    from runner.execution import execute
+    from runner.resume import fork_fields, fork_run
 
     cls = REGISTRY[name]
     parent = execute(build_spec(name, seed=2, sets=FORK_SETS[name]), store)
@@ -358,7 +358,7 @@ def test_a_relative_data_path_is_stored_absolute_and_replays_from_anywhere(tmp_p
     work.mkdir()
     _edges(work / "g.edges")
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    proc = subprocess.run([sys.executable, "-m", "sim.cli", "run", "social", "--set", "graph=g.edges", "--set",
+    proc = subprocess.run([sys.executable, "-m", "societas.cli", "run", "social", "--set", "graph=g.edges", "--set",
                            "agents=20", "--ticks", "3", "--json", "--db", db], cwd=work, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -454,9 +454,9 @@ def test_untrusted_text_never_changes_a_prompts_structure(name, sets, store, tmp
     data file) that try to close their quotes, open a role line or insert chat-template tokens: every prompt keeps
     them on one line, inside their quotes; their words still reach the model."""
     from scenarios import REGISTRY
-    from sim.runner.config import build_spec
-    from sim.runner.execution import execute
-    from sim.testing import FakeLLM, fake_llm_backends
+    from runner.config import build_spec
+    from runner.execution import execute
+    from societas.testing import FakeLLM, fake_llm_backends
 
     if name == "market" and MAGENTIC.is_dir():
         sets = [f"market={_hostile_market(tmp_path)}", "max_steps=3"]
@@ -479,9 +479,9 @@ def test_memory_lines_name_the_scenarios_own_time(name, sets, noun, store):
     import re
 
     from scenarios import REGISTRY
-    from sim.runner.config import build_spec
-    from sim.runner.execution import execute
-    from sim.testing import FakeLLM, fake_llm_backends
+    from runner.config import build_spec
+    from runner.execution import execute
+    from societas.testing import FakeLLM, fake_llm_backends
 
     spec = build_spec(name, seed=1, policy="llm", sets=sets)
     nouns = {}
@@ -522,8 +522,8 @@ def test_export_and_snapshots_stream_in_chunks_and_write_the_same_files(store, t
     import pandas as pd
 
     from analysis.frames import TABLES, export_run
-    from sim.runner.config import build_spec
-    from sim.runner.execution import execute
+    from runner.config import build_spec
+    from runner.execution import execute
 
     run = execute(build_spec("social", seed=2, sets=["agents=12", "ticks=4", "activity=0.9"]), store).run_id
     assert len(store.steps(run)) > 3 and len(store.events(run)) > 3
@@ -552,8 +552,8 @@ def test_reading_a_run_four_times_longer_does_not_take_four_times_the_memory(sto
     import tracemalloc
 
     from analysis.frames import export_run
-    from sim.runner.config import build_spec
-    from sim.runner.execution import execute
+    from runner.config import build_spec
+    from runner.execution import execute
 
     def peak(ticks: int) -> tuple[int, int]:
         run = execute(build_spec("social", seed=3, sets=["agents=1500", f"ticks={ticks}"]), store).run_id

@@ -15,8 +15,8 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from scenarios import REGISTRY  # noqa: E402
-from sim.runner.config import build_spec  # noqa: E402
-from sim.runner.execution import RunFailed, execute  # noqa: E402
+from runner.config import build_spec  # noqa: E402
+from runner.execution import RunFailed, execute  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 from tests import browser  # noqa: E402
 
@@ -102,7 +102,7 @@ def test_every_page_renders_a_run_of_every_scenario(scenario, filled, monkeypatc
 
 def test_every_page_renders_a_validity_probe(tmp_path, monkeypatch):
     """A probe run (origin `probe`: one tick per probe, decisions as agent steps) is listed and every page shows it."""
-    from sim.runner.probing import run_probes
+    from runner.probing import run_probes
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     report = run_probes(build_spec("commons", policy="scripted"), Store(url), seeds=10)
@@ -216,7 +216,7 @@ def test_launch_form_starts_a_run_that_appears_in_the_list(tmp_path, monkeypatch
     at.number_input(key="launch.commons.__seed").set_value(7)
     at.button[0].click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    from analysis import queries
+    from sim.store import queries
 
     deadline = time.time() + 60
     done = None

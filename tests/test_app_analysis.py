@@ -9,11 +9,13 @@ import pytest
 from sqlmodel import Session
 
 from analysis import compare as cmp
-from analysis import launcher, network as net, queries
+from runner import launcher
+from analysis import network as net
+from sim.store import queries
 from scenarios import REGISTRY
-from sim.runner.config import build_spec
+from runner.config import build_spec
 from sim.core.errors import UsageError
-from sim.runner.execution import execute
+from runner.execution import execute
 from sim.store.store import Store
 from sim.store.tables import EventRow
 

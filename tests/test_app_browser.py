@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.runner.config import build_spec
-from sim.runner.execution import execute
+from runner.config import build_spec
+from runner.execution import execute
 from sim.store.store import Store
 from tests import browser
 

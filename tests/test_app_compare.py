@@ -15,9 +15,9 @@ from sqlmodel import Session  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analysis import compare as cmp  # noqa: E402
-from sim.runner.config import build_spec  # noqa: E402
-from sim.runner.execution import execute  # noqa: E402
-from sim.runner.resume import fork_run  # noqa: E402
+from runner.config import build_spec  # noqa: E402
+from runner.execution import execute  # noqa: E402
+from runner.resume import fork_run  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 from sim.store.tables import Run  # noqa: E402
 from tests import apptest  # noqa: E402

@@ -22,10 +22,10 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from analysis import launcher  # noqa: E402
+from runner import launcher  # noqa: E402
 from conftest import cli  # noqa: E402
-from sim.runner.config import build_spec  # noqa: E402
-from sim.runner.execution import execute  # noqa: E402
+from runner.config import build_spec  # noqa: E402
+from runner.execution import execute  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 from test_user_scenarios import SCENARIO  # noqa: E402
 
@@ -234,7 +234,7 @@ def test_the_server_listens_on_127_0_0_1_by_default_and_says_so(tmp_path, how):
     `societas app` says so when it starts; `--address` chooses another."""
     port = _free_port()
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    cmd = ([sys.executable, "-m", "sim.cli", "app", "--db", db, "--port", str(port)] if how == "societas app" else
+    cmd = ([sys.executable, "-m", "societas.cli", "app", "--db", db, "--port", str(port)] if how == "societas app" else
            [sys.executable, "-m", "streamlit", "run", APP, "--server.port", str(port), "--", "--db", db])
     server, addresses, log = _serve(cmd, port, tmp_path / "server.log")
     try:

@@ -13,11 +13,11 @@ pytest.importorskip("streamlit")
 from sqlalchemy import insert  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from analysis import events as ev  # noqa: E402
+from sim.store import event_queries as ev  # noqa: E402
 from scenarios import REGISTRY  # noqa: E402
-from analysis.queries import open_reader  # noqa: E402
-from sim.runner.config import build_spec  # noqa: E402
-from sim.runner.execution import RunFailed, execute  # noqa: E402
+from sim.store.queries import open_reader  # noqa: E402
+from runner.config import build_spec  # noqa: E402
+from runner.execution import RunFailed, execute  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 from sim.store.tables import AgentStep, EventRow, Run  # noqa: E402
 from tests.test_app import APP  # noqa: E402

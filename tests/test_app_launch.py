@@ -1,7 +1,7 @@
 """The Launch page's other ways in (a YAML run config, a sweep file, a fork of the open run, LLM options on the form),
 its links to what it started, and the Runs list's config columns, search and URL filters.
 
-Fast tests run the launched `python -m sim.cli ...` command in this process (`InlineCli`: the real CLI, no new
+Fast tests run the launched `python -m societas.cli ...` command in this process (`InlineCli`: the real CLI, no new
 interpreter) or only record it (`Recorder`); one slow test starts real background processes.
 """
 
@@ -17,9 +17,11 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from analysis import launcher, queries  # noqa: E402
-from sim.runner.config import build_spec  # noqa: E402
-from sim.runner.execution import execute  # noqa: E402
+from analysis import configs  # noqa: E402
+from runner import launcher  # noqa: E402
+from runner.config import build_spec  # noqa: E402
+from runner.execution import execute  # noqa: E402
+from sim.store import queries  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +35,7 @@ class Recorder:
     calls: list[list[str]] = []
 
     def __init__(self, cmd: list[str], **kwargs: Any) -> None:
-        assert cmd[:3] == [sys.executable, "-m", "sim.cli"]
+        assert cmd[:3] == [sys.executable, "-m", "societas.cli"]
         self.args = cmd
         Recorder.calls.append(list(cmd))
 
@@ -42,13 +44,13 @@ class Recorder:
 
 
 class InlineCli(Recorder):
-    """Stands in for subprocess.Popen: runs the `python -m sim.cli ARGS` command with the real CLI in this process."""
+    """Stands in for subprocess.Popen: runs the `python -m societas.cli ARGS` command with the real CLI in this process."""
 
     def __init__(self, cmd: list[str], stdout: Any = None, stderr: Any = None, **kwargs: Any) -> None:
         super().__init__(cmd)
         from typer.testing import CliRunner
 
-        from sim.cli import app
+        from societas.cli import app
 
         result = CliRunner().invoke(app, cmd[3:])
         stdout.write(result.stdout)
@@ -253,7 +255,7 @@ def test_llm_options_of_the_run_command_are_passed_to_the_launched_run(tmp_path,
     assert cmd[cmd.index("--model") + 1] == str(model) and cmd[cmd.index("--set") + 1] == "llm.temperature=0.2"
     (item,) = _launches(at)
     assert item.spec.policy == "llm" and item.spec.llm.model == str(model) and item.spec.llm.temperature == 0.2
-    from sim.runner.config import llm_overrides
+    from runner.config import llm_overrides
 
     again = build_spec("commons", config_file=cmd[cmd.index("--config") + 1], sets=["llm.temperature=0.2"],
                        llm=llm_overrides(str(model), None, []))
@@ -304,7 +306,7 @@ def test_runs_list_shows_the_config_that_differs_searches_it_and_keeps_filters_i
 
 
 def test_varying_config_keeps_only_keys_that_differ():
-    cols = launcher.varying_config([{"a": 1, "b": {"c": [1, 2]}, "d": "x" * 80}, {"a": 1, "b": {"c": [1]}, "d": "y"},
+    cols = configs.varying_config([{"a": 1, "b": {"c": [1, 2]}, "d": "x" * 80}, {"a": 1, "b": {"c": [1]}, "d": "y"},
                                     {"a": 1, "b": {"c": [1]}}])
     assert list(cols.columns) == ["config.b.c", "config.d"]
     assert cols["config.b.c"].tolist() == ["[1,2]", "[1]", "[1]"]
@@ -314,7 +316,7 @@ def test_varying_config_keeps_only_keys_that_differ():
 # ----- real background processes -------------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_pasted_config_and_a_fork_run_in_real_background_processes(tmp_path, monkeypatch):
-    """The page starts `python -m sim.cli run` from a pasted config, then forks that run, in real processes."""
+    """The page starts `python -m societas.cli run` from a pasted config, then forks that run, in real processes."""
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     monkeypatch.setenv("SOCIETAS_DB", url)
     monkeypatch.setattr(sys, "argv", ["app.py", "--allow-write"])

@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from analysis import queries  # noqa: E402
-from sim.runner.config import build_spec  # noqa: E402
-from sim.runner.execution import execute  # noqa: E402
+from sim.store import queries  # noqa: E402
+from runner.config import build_spec  # noqa: E402
+from runner.execution import execute  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 from tests import apptest  # noqa: E402
 from tests.test_app import APP  # noqa: E402
@@ -104,7 +104,7 @@ def test_network_tells_customers_from_businesses(views, monkeypatch):
 
 def test_seeded_graph_and_agents_survive_fork_and_go_with_delete(views, tmp_path):
     """A fork keeps the parent's initial state and agents up to its branch; deleting a run deletes its agents."""
-    from sim.runner.resume import fork_run
+    from runner.resume import fork_run
 
     store = Store(f"sqlite:///{tmp_path / 'f.db'}")
     parent = execute(build_spec("social", seed=4, sets=("agents=30", "ticks=3")), store).run_id
@@ -219,13 +219,14 @@ def test_exports_are_the_figure_and_a_report_that_escapes_text():
 
 def test_over_usage_counts_every_tick_of_a_run_longer_than_one_case(tmp_path, monkeypatch):
     """A run of more ticks than one SQL CASE holds: the over-usage counts are those of a tick-by-tick recount."""
-    from analysis import queries as qs
+    from sim.store import queries as qs
+    from analysis.usage import over_usage
 
     monkeypatch.setattr(qs, "TICKS_PER_CASE", 3)
     store = Store(f"sqlite:///{tmp_path / 'long.db'}")
     run_id = execute(build_spec("commons", seed=1, ticks=8, sets=tuple(RICH[:1] + RICH[2:])), store).run_id
     eng = qs.open_reader(store.url)
-    got = qs.over_usage(eng, run_id, "commons", store.get_run(run_id).spec["config"]).set_index("agent_id")
+    got = over_usage(eng, run_id, "commons", store.get_run(run_id).spec["config"]).set_index("agent_id")
     cls = __import__("scenarios.registry", fromlist=["REGISTRY"]).REGISTRY["commons"]
     ticks = {t.tick: t.state for t in store.ticks(run_id)}
     steps = store.steps(run_id)

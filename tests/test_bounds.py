@@ -16,9 +16,9 @@ from scenarios.commons.model import CommonsModel
 from scenarios.grid.maps import MAX_CELLS
 from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
-from sim.runner.config import build_spec
-from sim.runner.execution import RunFailed, execute
-from sim.runner.sweeps.spec import load_sweep
+from runner.config import build_spec
+from runner.execution import RunFailed, execute
+from runner.sweeps.spec import load_sweep
 from sim.store.store import Store
 
 SMALL = {"commons": ["months=2"], "donor": ["agents=4", "rounds=2", "generations=1"],

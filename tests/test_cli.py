@@ -51,7 +51,7 @@ def test_list_at_80_columns_breaks_no_word(db_url):
 def test_list_columns_fit_the_screen_and_give_way_between_words():
     """Widths for `list`: whole words where they can fit; a file-path scenario and a stale run's host name
     fold instead of pushing `created` and `ticks` off an 80-column screen."""
-    from sim.cli import fit_widths
+    from societas.cli import fit_widths
 
     headers = ("run_id", "scenario", "status", "decided by", "origin", "seed", "ticks", "created")
     fork = ("210ef168e8f2", "commons", "finished", "llm+scripted", "fork of c0838f4abe00", "0", "5", "2026-11-23 12:01")
@@ -148,7 +148,7 @@ def test_ctrl_c_marks_the_run_failed_without_a_traceback(db_url):
 
     from tests.conftest import ROOT
 
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "run", "commons", "--set", "months=100000",
+    proc = subprocess.Popen([sys.executable, "-m", "societas.cli", "run", "commons", "--set", "months=100000",
                              "--set", "fishers=50", "--db", db_url], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     store = Store(db_url)
     deadline = time.time() + 60

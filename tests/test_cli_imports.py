@@ -24,13 +24,13 @@ report, args = sys.argv[1], sys.argv[2:]
 code = None
 if args != ["--import-only"]:
     sys.argv = ["societas", *args]
-    from sim.cli import main
+    from societas.cli import main
     try:
         main()
     except SystemExit as exc:
         code = exc.code
 else:
-    import sim.cli
+    import societas.cli
 with open(report, "w") as f:
     json.dump({"code": code, "loaded": sorted({name.split(".")[0] for name in sys.modules})}, f)
 """
@@ -47,7 +47,8 @@ def loaded_by(tmp_path: Path, *args: str) -> tuple[object, set[str]]:
 
 
 @pytest.mark.parametrize("args", [["--import-only"], ["--version"], ["--help"], ["run", "--help"], ["sweep", "--help"],
-                                  ["probe", "--help"], ["db", "--help"]])
+                                  ["probe", "--help"], ["db", "--help"],
+                                  ["check", "--help"]])
 def test_starting_the_cli_loads_no_heavy_library(tmp_path, args):
     """Importing the CLI, `--version` and any `--help` load neither torch, transformers, Mesa, pandas nor SciPy."""
     code, loaded = loaded_by(tmp_path, *args)

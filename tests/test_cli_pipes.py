@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import app
+from societas.cli import app
 from sim.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def closed_pipe(args: list[str]) -> subprocess.CompletedProcess:
     read, write = os.pipe()
     os.close(read)
     try:
-        proc = subprocess.run([sys.executable, "-m", "sim.cli", *args], stdout=write, stderr=subprocess.PIPE, text=True,
+        proc = subprocess.run([sys.executable, "-m", "societas.cli", *args], stdout=write, stderr=subprocess.PIPE, text=True,
                               cwd=ROOT, timeout=120, env={**os.environ, "COLUMNS": "100"})
     finally:
         os.close(write)

@@ -19,7 +19,7 @@ LIBRARY = 'import warnings\nwarnings.warn("fakelib 2.0 will change this call", F
 def societas(*args: str) -> subprocess.CompletedProcess:
     """`societas ARGS` in a new process with Python's default warning filters (no -W, no $PYTHONWARNINGS)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    return subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "societas.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=600)
 
 
@@ -43,14 +43,14 @@ def test_a_library_warning_is_hidden_and_verbose_shows_it(warning_scenario):
 
 def test_a_warning_filter_the_user_chose_is_kept(warning_scenario):
     """`python -W error` still turns the library's warning into an error: the user's filter wins over the default."""
-    proc = subprocess.run([sys.executable, "-W", "error::FutureWarning", "-m", "sim.cli", "scenarios", warning_scenario],
+    proc = subprocess.run([sys.executable, "-W", "error::FutureWarning", "-m", "societas.cli", "scenarios", warning_scenario],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 2 and "fakelib 2.0 will change this call" in proc.stderr
 
 
 def test_a_command_run_in_process_leaves_the_filters_as_they_were(monkeypatch, capsys, warning_scenario):
     """After `main()` in this process the warning filters and $PYTHONWARNINGS are what they were before."""
-    from sim.cli import main
+    from societas.cli import main
 
     monkeypatch.delenv("PYTHONWARNINGS", raising=False)
     monkeypatch.setattr(sys, "argv", ["societas", "scenarios", warning_scenario, "--json"])

@@ -14,15 +14,15 @@ import pytest
 from sqlalchemy import text
 
 from agents.scripted import ScriptedBackend
-from sim.core.backend import Backend
+from sim.contracts.backend import Backend
 from scenarios.commons.model import CommonsModel
 from sim.reward import metrics
 from sim.tick.broker import DecisionBroker
-from sim.runner.config import build_spec
+from runner.config import build_spec
 from sim.core.contracts import Decision, DecisionColumns, RequestBatch, values_by_agent
 from sim.core.records import AgentStepRecord, StepColumns
 from sim.core.rng import CounterRandom, SeedStream, randbelow_many
-from sim.runner.execution import execute
+from runner.execution import execute
 from sim.core.spaces import Number
 from sim.store.encoding import dumps
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from sim.runner.config import build_spec
-from sim.runner.execution import execute
+from runner.config import build_spec
+from runner.execution import execute
 
 
 def run(store, seed=0, **fields):

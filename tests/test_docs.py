@@ -33,7 +33,7 @@ def _commands() -> list[tuple[str, object]]:
     """Every `societas` command path (groups walked) with its command object."""
     import typer.main
 
-    from sim.cli import app
+    from societas.cli import app
 
     found = []
 
@@ -162,11 +162,11 @@ def test_cli_and_api_reference_come_from_the_code(site: Path):
         assert _squash(path) in cli, path
         first_line = (cmd.help or "").strip().splitlines()[0]
         assert _squash(first_line.replace("`", "")) in cli, (path, first_line)
-    import sim.api
+    import societas.api
 
     api = _text(site / "reference" / "api" / "index.html")
     for fn in ("run", "spec", "configure", "load_run", "runs", "load_sweep"):
-        doc = getattr(sim.api, fn).__doc__.strip().splitlines()[0]
+        doc = getattr(societas.api, fn).__doc__.strip().splitlines()[0]
         assert _squash(doc.replace("`", "")) in api, (fn, doc)
     assert "per_tick" in api and "Result" in api
     model = _text(site / "reference" / "model" / "index.html")

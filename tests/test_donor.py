@@ -4,9 +4,9 @@ import pytest
 
 from agents.scripted import ScriptedBackend
 from scenarios.donor.strategies import STRATEGIES
-from sim.runner.config import build_spec
+from runner.config import build_spec
 from sim.core.errors import UsageError
-from sim.runner.execution import execute
+from runner.execution import execute
 
 
 def run(store, seed=0, backends=None, **fields):

@@ -12,9 +12,9 @@ from forking import trace
 from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
 from sim.core.fields import describe_fields
-from sim.runner.config import build_spec
-from sim.runner.execution import execute
-from sim.runner.resume import fork_fields, fork_spec, unread_change
+from runner.config import build_spec
+from runner.execution import execute
+from runner.resume import fork_fields, fork_spec, unread_change
 from sim.store.store import Store
 
 LLM2_SCRIPTED2 = "population=[{count: 2, policy: llm}, {count: 2, policy: scripted}]"

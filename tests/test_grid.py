@@ -11,9 +11,9 @@ from scenarios.grid.maps import CLEANUP_MAPS, GATHERING_MAPS, parse
 from scenarios.grid.strategies import bisect
 from scenarios.grid.world import BEAM, CLEAN, FORWARD, STAND, STEP_LEFT, GridWorld, Rules
 from sim.core.errors import UsageError
-from sim.runner.config import build_spec
-from sim.runner.execution import execute as run
-from sim.runner.replay import replay_run
+from runner.config import build_spec
+from runner.execution import execute as run
+from runner.replay import replay_run
 
 
 def _run(store, scenario: str, seed: int = 0, policy: str = "scripted", **sets):

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from scenarios.commons.limits import stated_limit
-from sim import cli as cli_mod
-from sim.runner.config import build_spec
-from sim.runner.execution import execute
+from societas import cli as cli_mod
+from runner.config import build_spec
+from runner.execution import execute
 from sim.store.store import Store
 from tests.conftest import ROOT, cli
 
@@ -165,7 +165,7 @@ def test_final_metrics_are_whole_run_figures_apart_from_the_tick_table(store):
 
 
 def test_non_finite_final_metrics_are_reported_as_null():
-    from sim.runner.execution import final_summary
+    from runner.execution import final_summary
 
     class M:
         tick = 3
@@ -192,7 +192,7 @@ def test_every_metric_is_documented():
 def test_concurrent_first_use_of_a_new_sqlite_store(tmp_path):
     """Six processes start at once on a database file that does not exist yet: all succeed."""
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
-    procs = [subprocess.Popen([sys.executable, "-m", "sim.cli", "run", "commons", "--ticks", "2", "--seed", str(i),
+    procs = [subprocess.Popen([sys.executable, "-m", "societas.cli", "run", "commons", "--ticks", "2", "--seed", str(i),
                                "--json", "--db", url], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(6)]
     results = [p.communicate(timeout=240) for p in procs]
@@ -208,7 +208,7 @@ def test_a_reader_in_another_process_never_loses_a_running_writers_commits(tmp_p
 
     db = tmp_path / "runs.db"
     months = 3000
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "run", "commons", "--policy", "scripted", "--set",
+    proc = subprocess.Popen([sys.executable, "-m", "societas.cli", "run", "commons", "--policy", "scripted", "--set",
                              f"months={months}", "--set", "fishers=50", "--db", f"sqlite:///{db}"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     reads = 0
@@ -254,7 +254,7 @@ def test_after_a_command_the_database_file_alone_holds_every_commit(tmp_path):
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_and_sighup_store_the_run_as_interrupted(db_url, sig, code):
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "run", "commons", "--set", "months=100000",
+    proc = subprocess.Popen([sys.executable, "-m", "societas.cli", "run", "commons", "--set", "months=100000",
                              "--set", "fishers=50", "--db", db_url], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     store = Store(db_url)
     deadline = time.time() + 90
@@ -268,7 +268,7 @@ def test_sigterm_and_sighup_store_the_run_as_interrupted(db_url, sig, code):
 
 
 def test_a_killed_run_shows_as_stale_and_replays_as_an_incomplete_prefix(capsys, db_url):
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "run", "commons", "--set", "months=100000",
+    proc = subprocess.Popen([sys.executable, "-m", "societas.cli", "run", "commons", "--set", "months=100000",
                              "--set", "fishers=20", "--set", "strategy=random", "--db", db_url], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     store = Store(db_url)
@@ -363,13 +363,13 @@ def test_version_scenarios_bounds_and_piping_into_head(capsys):
     fishers = next(f for f in commons["fields"] if f["name"] == "fishers")
     assert ">= 1" in fishers["bounds"] and any(f["name"] == "llm.temperature" for f in commons["llm_fields"])
     assert "total_gain" in commons["final_metrics"] and "catch_total" in commons["tick_metrics"]
-    proc = subprocess.run(f"{sys.executable} -m sim.cli scenarios | head -1", shell=True, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(f"{sys.executable} -m societas.cli scenarios | head -1", shell=True, cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
 
 
 # ----- 1. per-agent cost and storage ----------------------------------------------------------
 def test_scripted_agents_store_no_memory_and_relationships_stay_bounded(store):
-    from agents.memory import Memory
+    from sim.contracts.memory import Memory
 
     r = execute(build_spec("commons", ticks=2, sets=["fishers=50", "sanctions=true", "social_learning=true"]), store)
     assert all(s.memory is None for s in store.steps(r.run_id))

@@ -19,7 +19,7 @@ from sim.core.spaces import Number, space_key
 from sim.env import parallel_env
 from sim.reward.components import COMMON_COMPONENTS, inequity, weigh
 from sim.reward.rewards import compute_rewards
-from sim.runner.rollouts import rollout_runs
+from runner.rollouts import rollout_runs
 from sim.store.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -229,8 +229,8 @@ def test_a_rollout_group_interrupted_and_made_again_holds_k_runs_with_the_same_a
     """Rollouts made again take the stored ones (an ended one as it is, an interrupted one resumed): k runs, one per
     index, and the advantages of a group made without interruption (a rerun left 8 runs for k=3)."""
     from analysis.rollouts import rollout_group
-    from sim.runner.config import build_spec
-    from sim.runner.execution import RunInterrupted, execute
+    from runner.config import build_spec
+    from runner.execution import RunInterrupted, execute
 
     stores = [Store(f"sqlite:///{tmp_path / name}.db") for name in ("a", "b")]
     parents = [execute(build_spec("commons", sets=["strategy=random", "months=8"], seed=4), s).run_id for s in stores]

@@ -12,7 +12,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from agents.llm.cache import CachedBackend
 
-from sim.core.backend import ReplayMode
+from sim.contracts.backend import ReplayMode
 
 from agents.llm.backend import Answer, LLMBackend
 from agents.llm.keys import cache_key
@@ -20,10 +20,10 @@ from agents.llm.chat import ChatLLM
 from agents.llm.parse import parse_answer
 from agents.scripted import ScriptedBackend
 from scenarios import get_scenario
-from sim.core.backend import BackendUnavailable
-from sim.runner.config import build_spec
+from sim.contracts.backend import BackendUnavailable
+from runner.config import build_spec
 from sim.core.contracts import DecisionRequest
-from sim.runner.execution import RunFailed, execute
+from runner.execution import RunFailed, execute
 from sim.core.spaces import Choice, Form, Number, SpaceError, Text
 
 NUM = Number(0, 20, 1)

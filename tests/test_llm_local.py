@@ -8,9 +8,9 @@ from agents.llm.backend import LLMBackend
 from agents.llm.local.llm import LocalLLM
 from agents.scripted import ScriptedBackend
 from scenarios import get_scenario
-from sim.runner.config import build_spec
+from runner.config import build_spec
 from sim.core.contracts import DecisionRequest
-from sim.runner.execution import execute
+from runner.execution import execute
 from sim.core.spaces import Choice, Number, Text
 from tests.conftest import cli, cli_json
 

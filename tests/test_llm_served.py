@@ -88,7 +88,7 @@ def test_fishery_through_the_served_model_is_valid_by_construction(server, tmp_p
     from agents.llm.structured import max_tokens_for
 
     db = f"sqlite:///{tmp_path}/served.db"
-    cmd = [sys.executable, "-m", "sim.cli", "run", "commons", "--policy", "llm", "--seed", "1", "--ticks", "2",
+    cmd = [sys.executable, "-m", "societas.cli", "run", "commons", "--policy", "llm", "--seed", "1", "--ticks", "2",
            "--set", "fishers=3", "--set", "collapse_below=0", "--set", "llm.structured=llama_cpp",
            "--llm", "langchain_openai:ChatOpenAI", "--llm-arg", f"base_url={server}", "--llm-arg", "api_key=none",
            "--llm-arg", "model=smollm2", "--db", db, "--json"]

@@ -11,11 +11,11 @@ from agents.scripted import ScriptedBackend
 from scenarios.market import MarketConfig, MarketModel
 from scenarios.market import data as mdata
 from sim.tick.broker import DecisionBroker
-from sim.runner.config import build_spec
+from runner.config import build_spec
 from sim.core.contracts import Decision
 from sim.core.errors import UsageError
-from sim.runner.execution import execute
-from sim.core.backend import Backend
+from runner.execution import execute
+from sim.contracts.backend import Backend
 from tests.conftest import cli
 
 DATA = mdata.default_data_dir()

@@ -1,6 +1,6 @@
 """Agent memory: bounded window, running summary, retrieval, relationships, snapshots."""
 
-from agents.memory import Memory
+from sim.contracts.memory import Memory
 
 
 def test_window_bounds_items_and_folds_old_ones_into_summary():

@@ -6,8 +6,8 @@ from agents.scripted import ScriptedBackend
 from analysis.norms import compliance_by_tick, norm_drift, norm_timeline, norm_view, sanctions_by_agent, similarity
 from scenarios.commons.norms import graduated_fine
 from scenarios.commons.strategies import STRATEGIES
-from sim.runner.config import build_spec
-from sim.runner.execution import execute
+from runner.config import build_spec
+from runner.execution import execute
 
 # month -> phase -> fisher -> decision (fishers are 1..5)
 MONTHS = {

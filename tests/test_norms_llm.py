@@ -8,8 +8,8 @@ from agents.llm.backend import LLMBackend
 from agents.llm.local.llm import LocalLLM
 from agents.scripted import ScriptedBackend
 from scenarios import get_scenario
-from sim.runner.config import build_spec
-from sim.runner.execution import execute
+from runner.config import build_spec
+from runner.execution import execute
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from scenarios.grid import api
 from scenarios.registry import REGISTRY
 from sim.core.observations import View, plain_copy, read_only
 from sim.env import parallel_env
-from sim.runner.replay import replay_run
+from runner.replay import replay_run
 from sim.store.store import Store
 
 #: a small episode of each scenario (its focal agents and a scripted background where it has one)

@@ -25,9 +25,9 @@ from scenarios.commons.probes import CATCH_BY_STOCK
 from scenarios.registry import get_scenario
 from sim.core.contracts import DecisionRequest
 from sim.core.errors import UsageError
-from sim.runner.config import build_spec
-from sim.runner.probing import run_probes
-from sim.runner.replay import replay_run
+from runner.config import build_spec
+from runner.probing import run_probes
+from runner.replay import replay_run
 from sim.store.store import Store
 from sim.tick.broker import DecisionBroker
 
@@ -166,7 +166,7 @@ def test_models_are_freed_after_a_run_and_after_a_probe(tmp_path):
 
     import mesa
 
-    from sim.runner.execution import execute
+    from runner.execution import execute
 
     store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
     before = set(map(id, mesa.Agent._ids))  # noqa: SLF001 - what the fix is about
@@ -207,7 +207,7 @@ PROBED = sorted(n for n in ("commons", "donor", "market", "social", "gathering",
 @pytest.mark.parametrize("scenario", PROBED)
 def test_every_probe_reads_its_blind_control_as_not_responding_and_its_following_one_as_responding(scenario, tmp_path):
     """Both controls answer the very requests of every probe: the blind one must not respond, the other must."""
-    from sim.testing import check_probes
+    from societas.testing import check_probes
 
     results = check_probes(scenario, store=Store(f"sqlite:///{tmp_path / 'runs.db'}"))
     assert results and all(r.valid for r in results)
@@ -337,7 +337,7 @@ def test_a_rewording_changes_the_question_and_the_builtin_system_text_and_no_fac
     import re
 
     from agents.llm.prompts import DEFAULT, render_messages
-    from sim.runner.paraphrase import MAX_PARAPHRASES, SYSTEM_REWORDINGS, RewordedSystem, reword_question
+    from runner.paraphrase import MAX_PARAPHRASES, SYSTEM_REWORDINGS, RewordedSystem, reword_question
 
     for probe, request, facts in _llm_requests(scenario):
         original = render_messages(request, DEFAULT)
@@ -355,7 +355,7 @@ def test_a_question_or_system_text_of_a_configs_own_is_never_reworded():
     """A question the scenario's bank does not know, and a system text that is not the built-in one (it may hold a
     persona, a price), stay as they are."""
     from agents.llm.prompts import PromptTemplate
-    from sim.runner.paraphrase import RewordedSystem, reword_question
+    from runner.paraphrase import RewordedSystem, reword_question
 
     _, request, facts = _llm_requests("commons")[0]
     own = dataclasses.replace(request, question="You are John, a fisher. How many tons (0-100) do you catch?")
@@ -369,7 +369,7 @@ class WordingSensitive(RuleLLM):
     """Follows the stock under the built-in system text and answers 5 tons under any other."""
 
     def answer(self, requests, messages):
-        from sim.runner.paraphrase import BUILTIN_SYSTEM
+        from runner.paraphrase import BUILTIN_SYSTEM
 
         self.batches.append(len(requests))
         return [Answer(self.rule(r) if m[0]["content"] in BUILTIN_SYSTEM else 5.0, raw="rule")
@@ -447,7 +447,7 @@ def test_a_program_the_embedded_model_writes_is_probed(tmp_path):
 
 def test_a_probe_whose_bound_moves_with_its_variable_is_refused():
     """The old fishery probe asked the catch from 0 to the stock: a runner given such a probe stops, naming the spaces."""
-    from sim.runner.probing import probe_once
+    from runner.probing import probe_once
 
     def capped(model, level):  # the scenario's own request: its catch space is 0 to the stock
         model.stock = model.stock_start = float(level)

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import cli, cli_json
-from sim.runner.replay import replay_run
+from runner.replay import replay_run
 from sim.store.store import Store
 
 TABLES = ("runs", "ticks", "agent_steps", "events", "llm_calls", "run_agents")

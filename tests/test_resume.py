@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, cli, cli_json
-from sim.runner.config import build_spec
+from runner.config import build_spec
 from sim.core.errors import UsageError
-from sim.runner.resume import fork_run, resume_run
-from sim.runner.execution import RunFailed, execute
+from runner.resume import fork_run, resume_run
+from runner.execution import RunFailed, execute
 from sim.store.store import Store
 
 MIXED = ["months=7", "fishers=4", "social_learning=true",
@@ -50,7 +50,7 @@ def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
     """A real `societas run` killed with SIGKILL mid-tick keeps its committed ticks and resumes to the same result."""
     url = f"sqlite:///{tmp_path / 'killed.db'}"
     spec = llm_spec(delay=0.4)  # each tick waits in the LLM call: the kill lands mid-tick
-    cmd = [sys.executable, "-m", "sim.cli", "run", "commons", *sum((["--set", s] for s in MIXED), []), "--seed", "3",
+    cmd = [sys.executable, "-m", "societas.cli", "run", "commons", *sum((["--set", s] for s in MIXED), []), "--seed", "3",
            "--llm", "tests.fakechat:HashChat", "--llm-arg", "delay=0.4", "--db", url, "--json"]
     cfg = tmp_path / "llm.yaml"
     cfg.write_text("llm: {max_retries: 0}\n")
@@ -191,7 +191,7 @@ def test_the_config_a_run_is_built_with_is_the_one_its_stored_spec_gives_back(pa
     """`build_spec` validates a config once and the run is built from that; a replay, resume or fork builds it from
     the stored spec's data: the two must be the same config, or a stored run would not replay."""
     from sim.core.spec import RunSpec
-    from sim.runner.config import BoundSpec, bind
+    from runner.config import BoundSpec, bind
 
     try:
         spec = build_spec(path.parent.parent.name, config_file=str(path))
@@ -206,8 +206,8 @@ def test_execute_trusts_a_bound_spec_and_binds_any_other_once(store, monkeypatch
     """A spec from `build_spec` runs without being looked up or validated again; a changed copy is a plain RunSpec,
     bound (and so checked) when it runs: a bad strategy in it is bad input and stores nothing."""
     from sim.core.spec import RunSpec
-    from sim.runner import config as runner_config
-    from sim.runner.config import BoundSpec
+    from runner import config as runner_config
+    from runner.config import BoundSpec
 
     spec = build_spec("commons", sets=["fishers=3", "months=2"], seed=1)
     calls = []

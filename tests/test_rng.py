@@ -9,11 +9,11 @@ import pytest
 from agents.scripted import ScriptedBackend
 from scenarios.commons.model import CommonsConfig, CommonsModel
 from sim.tick.broker import DecisionBroker
-from sim.runner.config import build_spec
+from runner.config import build_spec
 from sim.core.profiles import CONTRACT, profile
 from sim.core.rng import CounterRandom, LazyRandom, SeedStream, derive_seed
 from sim.core.spec import RunSpec
-from sim.runner.execution import execute
+from runner.execution import execute
 
 
 def test_version_1_seeds_are_the_old_derive_seed():
@@ -77,7 +77,7 @@ def test_specs_name_their_contract_and_an_unnamed_one_is_version_1():
 
 
 def test_a_version_1_run_replays_with_version_1_and_differs_from_version_2(store):
-    from sim.runner.replay import replay_run
+    from runner.replay import replay_run
 
     sets = ["fishers=6", "months=4", "strategy=random", "capacity=200", "collapse_below=0"]
     v2 = build_spec("commons", sets=sets, seed=11)
@@ -136,9 +136,9 @@ def test_a_sweep_keeps_the_contract_it_started_under(tmp_path, store):
     from sqlmodel import Session
 
     from sim.store.tables import SweepRow
-    from sim.runner.sweeps.backlog import prepare
-    from sim.runner.sweeps.executor import run_sweep
-    from sim.runner.sweeps.spec import load_sweep
+    from runner.sweeps.backlog import prepare
+    from runner.sweeps.executor import run_sweep
+    from runner.sweeps.spec import load_sweep
 
     path = tmp_path / "s.yaml"
     path.write_text("scenario: commons\nbase: {months: 2, fishers: 3, strategy: random}\ngrid:\n  regrowth: [2.0]\nseeds: 2\n")

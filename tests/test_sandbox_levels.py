@@ -20,10 +20,10 @@ from agents.sandbox.process import LEVELS, probe
 from analysis.summary import run_summary
 from scenarios.registry import get_scenario
 from sim.core.errors import UsageError
-from sim.runner.backends import make_backends
-from sim.runner.config import build_spec
-from sim.runner.execution import execute
-from sim.runner.replay import replay_run
+from runner.backends import make_backends
+from runner.config import build_spec
+from runner.execution import execute
+from runner.replay import replay_run
 from sim.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def _no_bwrap(tmp_path: Path) -> dict[str, str]:
 
 
 def _societas(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "societas.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=300)
 
 

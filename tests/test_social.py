@@ -10,9 +10,9 @@ from scenarios.social import metrics as M
 from scenarios.social import opinions
 from scenarios.social.feed import Pool, follow_matrix, rank_feeds
 from scenarios.social.graph import build_graph
-from sim.runner.config import build_spec
+from runner.config import build_spec
 from sim.core.errors import UsageError
-from sim.runner.execution import execute
+from runner.execution import execute
 
 
 def run(store, seed=0, ticks=10, policy="scripted", **fields):
@@ -299,7 +299,7 @@ def test_the_moltbook_config_lands_its_emergent_figures_near_the_published_ones(
 @pytest.mark.slow
 def test_llm_community_runs_valid_and_replays(store):
     """20 LLM members on the embedded model: valid actions, posts stored as events with stances, replay matches."""
-    from sim.runner.replay import replay_run
+    from runner.replay import replay_run
 
     spec = build_spec("social", sets=["agents=20", "activity=0.25", "activity_skew=0", "feed_size=3"], ticks=2, policy="llm")
     r = execute(spec, store)

@@ -5,8 +5,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import SQLModel
 
-from sim.runner.config import build_spec
-from sim.runner.execution import execute
+from runner.config import build_spec
+from runner.execution import execute
 from sim.store.store import Store
 
 
@@ -32,7 +32,7 @@ def test_reopening_a_store_keeps_its_runs(db_url):
 def test_a_tick_is_all_or_nothing(store, monkeypatch):
     """If committing a tick fails midway, none of its rows are stored, and the run is marked failed."""
     from sim.store import store as store_mod
-    from sim.runner.execution import RunFailed
+    from runner.execution import RunFailed
 
     real = store_mod.dumps
     calls = {"n": 0, "limit": 10**9}

@@ -18,22 +18,36 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("sim", "agents", "scenarios", "analysis", "app_pages")
+PACKAGES = ("sim", "agents", "scenarios", "runner", "analysis", "societas", "app_pages")
 
-#: the layers, lowest first: a module may import its own package's modules and those of lower layers only
+#: the layers, lowest first: a module may import its own package's modules and those of lower layers only. Each
+#: top-level folder is one band of consecutive layers (test_each_folder_is_one_band_of_layers), so the tree shows
+#: them: sim/ (the engine a scenario stands on) -> agents/ (decision backends) -> scenarios/ -> runner/ ->
+#: analysis/ -> societas/ (the faces) -> the app
 LAYERS: list[tuple[str, ...]] = [
     ("sim.core",),
-    ("sim.reward", "sim.store"),
-    ("agents",),
+    # the contracts the tick calls through (agent base, memory, strategy type, backend protocol), beside the
+    # reward layer and the store
+    ("sim.contracts", "sim.reward", "sim.store"),
     ("sim.tick",),
+    # the engine's public faces for scenario files and scripts: `from sim.model import SocietyModel`...
+    ("sim.model", "sim.spaces", "sim.errors"),
+    ("agents",),
     ("scenarios",),
-    ("sim.runner",),
-    ("analysis", "sim.env"),
-    # the faces: the public API (`import sim`, and the modules scenario files import), the CLI, the conformance kit
-    ("sim", "sim.api", "sim.cli", "sim.testing", "sim.model", "sim.spaces", "sim.errors", "sim.contracts"),
+    ("runner",),
+    ("analysis",),
+    # the faces: the PettingZoo env, the Python API, the conformance kit; then the command line, which uses them
+    ("societas", "societas.env", "societas.api", "societas.testing"),
+    ("societas.cli",),
+    # ADDRESSES: where users import three faces that live in societas/ (`import sim` resolves societas.api's names
+    # on first use, `sim.env` and `sim.testing` re-export societas.env and societas.testing); they face up, and no
+    # module of the project imports them
+    ("sim", "sim.env", "sim.testing"),
     ("app_pages",),
     ("app",),
 ]
+#: the public addresses inside sim/ of faces that live above it: the one exception to a folder's single band
+ADDRESSES = ("sim", "sim.env", "sim.testing")
 #: third-party modules that may be imported inside a function: optional or heavy, needed only on some paths
 #: (alembic: only when a store's schema is created or migrated)
 HEAVY = ("torch", "transformers", "ray", "streamlit", "langchain_core", "langchain_openai", "tqdm", "pyarrow",
@@ -42,7 +56,7 @@ HEAVY = ("torch", "transformers", "ray", "streamlit", "langchain_core", "langcha
 HEAVY_BASES = ("torch", "mesa")
 #: the faces whose functions may import any layer below: a command imports what it runs when it runs, so that
 #: `societas --help` and `--version` load no store, runner, Mesa or model (design 15; tests/test_cli_imports.py)
-RUN_TIME_IMPORTERS = ("sim.cli",)
+RUN_TIME_IMPORTERS = ("societas.cli",)
 
 
 def modules() -> dict[str, Path]:
@@ -167,6 +181,30 @@ def test_no_import_loop_anywhere():
     assert cycles(graph(top_only=False)) == []
 
 
+def test_each_folder_is_one_band_of_layers():
+    """The tree shows the layers: each top-level folder holds consecutive layers that no other folder's layer
+    interleaves (the public ADDRESSES aside), so an arrow between folders runs one way."""
+    bands: dict[str, set[int]] = {}
+    for m in MODULES:
+        owner = _owner(m)
+        if owner not in ADDRESSES:
+            bands.setdefault(m.split(".")[0], set()).add(LEVEL[owner])
+    spans = sorted((min(levels), max(levels), top) for top, levels in bands.items())
+    overlapping = [f"{a[2]} (layers {a[0]}-{a[1]}) and {b[2]} (layers {b[0]}-{b[1]})"
+                   for a, b in zip(spans, spans[1:]) if b[0] <= a[1]]
+    assert overlapping == []
+    gaps = {top: sorted(set(range(min(levels), max(levels) + 1)) - levels) for top, levels in bands.items()}
+    assert {top: gap for top, gap in gaps.items() if gap} == {}
+
+
+def test_the_tick_stands_on_the_contracts_not_on_a_backend():
+    """The tick and the scenarios' base reach agents, memory, strategies and backends through sim.contracts:
+    no sim module imports agents/ (the decision backends stand above the engine)."""
+    found = [f"{m}:{line} imports {t}" for m in MODULES if m.split(".")[0] == "sim" and _owner(m) not in ADDRESSES
+             for t, _, _, line in imports(m) if t.split(".")[0] == "agents"]
+    assert found == []
+
+
 def test_no_layer_imports_a_higher_one():
     wrong = []
     for m in MODULES:
@@ -232,10 +270,11 @@ def test_no_scenario_asks_which_decision_contract_it_runs_under():
 
 
 def test_the_public_faces_are_imported_by_no_library_module():
-    """sim.model, sim.spaces, sim.errors and sim.contracts re-export for scenario files and scripts; the library
-    uses the layers."""
-    faces = {"sim.model", "sim.spaces", "sim.errors", "sim.contracts", "sim.api", "sim"}
-    found = [f"{m} imports {t}" for m in MODULES if m not in faces and not m.startswith(("app", "sim.cli", "sim.testing"))
+    """sim.model, sim.spaces, sim.errors, sim.contracts, sim.env and sim.testing re-export for scenario files and
+    scripts; the library uses the layers (the example scenarios in scenarios/examples are written as a user's file is)."""
+    faces = {"sim.model", "sim.spaces", "sim.errors", "sim.contracts", "sim.env", "sim.testing", "societas.api", "sim"}
+    users = ("app", "societas.cli", "societas.testing", "scenarios.examples")
+    found = [f"{m} imports {t}" for m in MODULES if m not in faces and not m.startswith(users)
              for t, *_ in imports(m) if t in faces]
     assert found == []
 

@@ -12,10 +12,10 @@ from analysis.sweeps import cell_table, sweep_frame
 from conftest import cli, cli_json
 from sim.core.errors import UsageError
 from sim.store.store import Store
-from sim.runner.sweeps.backlog import prepare
-from sim.runner.sweeps.status import status
-from sim.runner.sweeps.executor import run_sweep
-from sim.runner.sweeps.spec import load_sweep, parse_sweep, sweep_id
+from runner.sweeps.backlog import prepare
+from runner.sweeps.status import status
+from runner.sweeps.executor import run_sweep
+from runner.sweeps.spec import load_sweep, parse_sweep, sweep_id
 
 SWEEP = """\
 scenario: commons
@@ -142,7 +142,7 @@ def test_cli_sweep_status_and_show(tmp_path):
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
-    from sim.runner.sweeps.ray_tasks import init_ray
+    from runner.sweeps.ray_tasks import init_ray
 
     init_ray(None, 2)
     yield ray
@@ -167,7 +167,7 @@ def test_ray_sweep_equals_the_local_one(local_ray, tmp_path, pg_url_factory):
 @pytest.mark.slow
 def test_ray_llm_runs_share_one_model_actor(local_ray, tmp_path):
     """LLM runs of a Ray sweep send their batches to one model actor, which merges runs into common passes."""
-    from sim.runner.sweeps.ray_tasks import run_on_ray
+    from runner.sweeps.ray_tasks import run_on_ray
 
     definition = parse_sweep({"scenario": "commons", "base": {"months": 2, "fishers": 2}, "seeds": [1, 2, 3],
                               "policy": "llm", "llm": {"temperature": 0.0}})

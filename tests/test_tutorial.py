@@ -1,9 +1,9 @@
 """docs/tutorial.md, executed: its files written to a fresh folder, its commands run as a user would.
 
 Every fenced block with `title="FILE"` is written to FILE; every `societas ...` and `python ...`
-line of a `bash` block runs as a subprocess in that folder (`societas` as `python -m sim.cli`,
+line of a `bash` block runs as a subprocess in that folder (`societas` as `python -m societas.cli`,
 `<RUN_ID>` replaced by the id the run printed); `sh` blocks (the LLM, the app) are not run.
-Then the stored run is read the way the app reads it (analysis.queries, the app's scenario lookup).
+Then the stored run is read the way the app reads it (sim.store.queries, the app's scenario lookup).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def commands() -> list[str]:
 def _sh(folder: Path, line: str, run_id: str) -> subprocess.CompletedProcess:
     args = shlex.split(line.replace("<RUN_ID>", run_id))
     if args[0] == "societas":
-        args = [sys.executable, "-m", "sim.cli", *args[1:]]
+        args = [sys.executable, "-m", "societas.cli", *args[1:]]
     elif args[0] == "python":
         args = [sys.executable, *args[1:]]
     else:
@@ -98,7 +98,7 @@ def test_the_tutorial_runs_end_to_end_and_its_run_appears_in_the_app(tmp_path):
     assert "contribution_rate" in study[3] and "payoff" in outputs["python study.py"]
 
     # the app's reads: the runs table, the run, its ticks and agents, the scenario class from the stored reference
-    from analysis import queries
+    from sim.store import queries
     from app_pages.common import metric_docs, scenario_class
 
     engine = queries.open_reader(f"sqlite:///{folder / 'runs.db'}")
@@ -171,7 +171,7 @@ def test_the_app_renders_the_tutorial_run(tmp_path, monkeypatch):
 def test_the_llm_commands_run_with_a_stand_in_chat_model(tmp_path, monkeypatch, capsys):
     """The `sh` blocks' LLM runs, with a deterministic stand-in chat model instead of SmolLM2 (fast):
     they finish, and the tutorial's prompt template is the one every prompt used."""
-    from sim.cli import main
+    from societas.cli import main
     from sim.store.store import Store
 
     folder = tmp_path / "pgg"

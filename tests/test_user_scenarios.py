@@ -19,7 +19,7 @@ from sim.model import SocietyModel
 SCENARIO = '''
 from pydantic import Field
 
-from agents.base import SocietyAgent
+from sim.contracts.agent import SocietyAgent
 from sim.model import ScenarioConfig, SocietyModel
 from sim.core.spaces import Number
 
@@ -128,7 +128,7 @@ RAISES = 'raise RuntimeError("boom\\nsecond line")\n'
 
 def _main(monkeypatch, capsys, *args):
     """`societas ARGS` in this process (fast): returns (exit code, stderr lines); stdout goes to _OUT."""
-    from sim.cli import main
+    from societas.cli import main
 
     monkeypatch.setattr(sys, "argv", ["societas", *args])
     monkeypatch.setenv("COLUMNS", "300")
@@ -165,7 +165,7 @@ def test_a_bad_reference_is_one_line_and_exit_2(make, expected, tmp_path, db_url
 
 def test_a_decorated_scenario_runs_through_the_api_and_replays(tmp_path, db_url, monkeypatch, clean_registry):
     """@register makes a name; sim.run(name) stores a reference to its file, so replay loads the class again."""
-    from sim.runner.replay import replay_run
+    from runner.replay import replay_run
     from sim.store.store import Store
 
     write_scenario(tmp_path, name="auction_deco", filename="auction_deco.py",
@@ -218,9 +218,9 @@ def test_a_strategy_added_from_user_code_decides(db_url, monkeypatch):
 def test_a_subclass_with_its_own_strategy_runs_by_reference_from_a_sweep(tmp_path, db_url):
     """A file subclassing the fishery with a new strategy: a sweep file names it relative to itself."""
     from sim.store.store import Store
-    from sim.runner.sweeps.backlog import prepare
-    from sim.runner.sweeps.executor import run_sweep
-    from sim.runner.sweeps.spec import load_sweep
+    from runner.sweeps.backlog import prepare
+    from runner.sweeps.executor import run_sweep
+    from runner.sweeps.spec import load_sweep
 
     (tmp_path / "studies").mkdir()
     (tmp_path / "studies" / "cautious.py").write_text(textwrap.dedent('''
@@ -265,7 +265,7 @@ NOT_A_FUNCTION = 3
 
 def test_a_strategy_file_referenced_from_the_config_decides_and_replays(tmp_path, db_url, monkeypatch):
     """A population group's strategy `file.py:function` (relative) is stored absolute; its agents use it; replay matches."""
-    from sim.runner.replay import replay_run
+    from runner.replay import replay_run
     from sim.store.store import Store
 
     (tmp_path / "mine.py").write_text(STRATEGIES_FILE)
@@ -310,7 +310,7 @@ def plain(request):
 def test_a_prompt_template_by_reference_shapes_the_prompts_and_replays(name, marker, tmp_path, db_url, monkeypatch):
     """llm.template `file.py:NAME` (a PromptTemplate or a function) renders every LLM prompt; the stored
     reference makes the replay's cache keys the same."""
-    from sim.runner.replay import replay_run
+    from runner.replay import replay_run
     from sim.store.store import Store
 
     (tmp_path / "prompts.py").write_text(TEMPLATE_FILE)
@@ -351,9 +351,9 @@ def test_a_registered_template_and_bad_templates(tmp_path, db_url, monkeypatch):
 def test_strategy_references_in_a_sweep_file_are_relative_to_it(tmp_path, db_url, monkeypatch):
     """A sweep's base and grid may name strategies `file.py:function` relative to the sweep file."""
     from sim.store.store import Store
-    from sim.runner.sweeps.backlog import prepare
-    from sim.runner.sweeps.executor import run_sweep
-    from sim.runner.sweeps.spec import load_sweep
+    from runner.sweeps.backlog import prepare
+    from runner.sweeps.executor import run_sweep
+    from runner.sweeps.spec import load_sweep
 
     (tmp_path / "study").mkdir()
     (tmp_path / "study" / "mine.py").write_text(STRATEGIES_FILE)

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from agents.llm.base import LLM, Answer, Messages
 from agents.llm.keys import cache_key
 from agents.llm.prompts import Template, builtin_template, reasoned, render_messages
-from sim.core.backend import Backend, CallRecord
+from sim.contracts.backend import Backend, CallRecord
 from sim.core.contracts import Decision, DecisionRequest
 from sim.core.spec import RunSpec
 

@@ -40,5 +40,5 @@ class LLM(Protocol):
     sampling: dict[str, Any]
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
-        """Answer a batch; raise `sim.core.backend.BackendUnavailable` when the model cannot be reached at all."""
+        """Answer a batch; raise `sim.contracts.backend.BackendUnavailable` when the model cannot be reached at all."""
         ...

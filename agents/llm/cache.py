@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from agents.llm.backend import LLMBackend
-from sim.core.backend import Backend, CallCache, CallRecord, ReplayMode
+from sim.contracts.backend import Backend, CallCache, CallRecord, ReplayMode
 from sim.core.contracts import Decision, DecisionRequest
 from sim.core.spec import RunSpec
 

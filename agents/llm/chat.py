@@ -27,7 +27,7 @@ from agents.llm.base import Answer, Messages
 from agents.llm.parse import parse_strict, reasoned_answer
 from agents.llm.prompts import reasoned, retry_message
 from agents.llm.structured import call_kwargs, resolve_mode
-from sim.core.backend import BackendUnavailable
+from sim.contracts.backend import BackendUnavailable
 from sim.core.contracts import DecisionRequest
 from sim.core.errors import UsageError
 from sim.core.refs import check_permitted

@@ -13,7 +13,7 @@ from agents.llm.cache import CachedBackend
 from agents.llm.chat import ChatLLM, load_chat_model
 from agents.llm.local.llm import LocalLLM, local_sampling, model_id_for
 from agents.llm.prompts import get_template
-from sim.core.backend import Backend, CallCache, ReplayMode
+from sim.contracts.backend import Backend, CallCache, ReplayMode
 from sim.core.errors import UsageError
 from sim.core.spec import RunSpec
 

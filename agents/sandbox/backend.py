@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from agents.sandbox.process import Limits, Sandbox
-from sim.core.backend import Backend, fallback_decision
+from sim.contracts.backend import Backend, fallback_decision
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from agents.memory import Memory
+from sim.contracts.memory import Memory
 from scenarios.commons import templates as tpl
 
 if TYPE_CHECKING:

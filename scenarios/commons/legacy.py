@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Optional
 
-from agents.memory import Memory
+from sim.contracts.memory import Memory
 from scenarios.commons import templates as tpl
 from scenarios.commons.prompts import MAX_MESSAGES_SHOWN
 

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
-from agents.base import SocietyAgent
+from sim.contracts.agent import SocietyAgent
 from scenarios.commons import lake, learning, norms, prompts, report
 from scenarios.commons import templates as tpl
 from scenarios.commons.config import DISPOSITIONS, CommonsConfig
@@ -137,7 +137,7 @@ class CommonsModel(SocietyModel):
 
     @property
     def history(self) -> Any:
-        """The shared history of what every fisher saw (an `agents.memory.Memory`), or None where it is in memories."""
+        """The shared history of what every fisher saw (an `sim.contracts.memory.Memory`), or None where it is in memories."""
         return self.chronicle.memory
 
     # ----- the month --------------------------------------------------------------------

@@ -6,7 +6,7 @@ from the request's observation alone. A fisher proposes the limit its strategy w
 (or, once, a belief copied from a peer by social learning) and votes for the proposal
 closest to its own.
 
-The strategies answer a harvest RequestBatch in columns (agents.scripted): those that never draw
+The strategies answer a harvest RequestBatch in columns (sim.contracts.strategy): those that never draw
 read the observation alone (`@observation_only`), and `random` draws every fisher's catch at once
 from the request seeds (`@answers_many`), equal to its one-by-one draws.
 """
@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from agents.scripted import answers_many, observation_only
+from sim.contracts.strategy import answers_many, observation_only
 from sim.core.contracts import DecisionRequest
 from sim.core.rng import randbelow_array, randbelow_many
 

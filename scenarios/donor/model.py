@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
-from agents.base import SocietyAgent
+from sim.contracts.agent import SocietyAgent
 from scenarios.donor import prompts, report
 from scenarios.donor import templates as tpl
 from scenarios.donor.config import DonorConfig

@@ -33,7 +33,7 @@ import numpy as np
 from mesa.discrete_space import CellAgent
 from pydantic import Field, model_validator
 
-from agents.base import SocietyAgent
+from sim.contracts.agent import SocietyAgent
 from agents.sandbox.checks import check, extract
 from scenarios.grid import api
 from scenarios.grid import maps as grid_maps

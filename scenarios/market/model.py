@@ -29,7 +29,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
-from agents.base import SocietyAgent
+from sim.contracts.agent import SocietyAgent
 from scenarios.market import data as mdata
 from scenarios.market import measures, prompts, report
 from scenarios.market import templates as tpl

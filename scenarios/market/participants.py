@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from agents.base import SocietyAgent
+from sim.contracts.agent import SocietyAgent
 from scenarios.market.data import Business, Customer
 from sim.tick.model import SocietyModel
 

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Optional
 
 import numpy as np
 
-from agents.base import SocietyAgent
+from sim.contracts.agent import SocietyAgent
 from scenarios.social import feed as feeds
 from scenarios.social import metrics as M
 from scenarios.social import opinions, prompts, report

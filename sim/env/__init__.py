@@ -1,5 +1,6 @@
-"""Scenarios as PettingZoo environments: `sim.env.parallel_env("commons", ...)` (see `sim.env.parallel`)."""
+"""Public: scenarios as PettingZoo environments, `from sim.env import parallel_env` (the env lives in
+`societas.env`, with the other faces; this address re-exports it)."""
 
-from sim.env.parallel import SocietyEnv, agent_name, parallel_env
+from societas.env import SocietyEnv, agent_name, parallel_env
 
 __all__ = ["SocietyEnv", "parallel_env", "agent_name"]

@@ -1,7 +1,10 @@
-"""The run store: one transaction per tick, and every read and write of runs, ticks, calls and sweeps.
+"""The run store: one transaction per tick, and every write of runs, ticks, calls and sweeps, and the reads the
+runner, the CLI and analysis make.
 
-Every SQL statement of the platform about runs is here (the tables are in `sim.store.tables`, the
-engine and schema in `sim.store.schema`), so no other module spells the store's columns again.
+The store is the one door to the database: this module holds every write and the platform's reads; the app's
+read-only queries, aggregated in SQL on an engine that never creates or migrates a database, are beside it
+(`sim.store.queries`, `sim.store.event_queries`); the tables are in `sim.store.tables`, the engine and schema
+in `sim.store.schema`. No module outside this package spells the store's columns in SQL.
 Every public method runs shielded from stop signals (sim.core.interrupts): a Ctrl-C that lands
 inside SQLAlchemy would otherwise leave the engine's pool locked.
 """

@@ -1,6 +1,6 @@
 """The decision broker: one batch per backend per phase, every answer checked against its space.
 
-Backends (`sim.core.backend.Backend`) answer `decide_batch(requests) -> decisions` (same order),
+Backends (`sim.contracts.backend.Backend`) answer `decide_batch(requests) -> decisions` (same order),
 or a whole RequestBatch with `decide_columns`. The broker never lets an out-of-space value reach
 the world: it replaces it with the request's default and marks the decision `fallback=True` with
 the reason.
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Callable, Optional
 
-from sim.core.backend import Backend, fallback_decision
+from sim.contracts.backend import Backend, fallback_decision
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, RequestBatch
 from sim.core.errors import UsageError
 from sim.core.spaces import SpaceError
@@ -25,7 +25,7 @@ class DecisionBroker:
         for name, backend in backends.items():
             if not isinstance(backend, Backend):
                 missing = [m for m in ("name", "decide_batch", "decide_columns", "bind", "drain_calls") if m not in dir(backend)]
-                raise UsageError(f"backend {name!r} ({type(backend).__name__}) does not implement sim.core.backend.Backend "
+                raise UsageError(f"backend {name!r} ({type(backend).__name__}) does not implement sim.contracts.backend.Backend "
                                  f"(it lacks {', '.join(missing)}): subclass Backend, which declares the optional hooks")
         self.backends = dict(backends)
 

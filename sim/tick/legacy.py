@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from agents.memory import Memory
+from sim.contracts.memory import Memory
 
 #: what memory lines dated an item by before contract 5, in every scenario ("month 3")
 MONTH = "month"

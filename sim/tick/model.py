@@ -15,9 +15,9 @@ from typing import Any, ClassVar, Optional
 
 import mesa
 
-from agents.base import SocietyAgent
-from agents.memory import Memory
-from agents.scripted import Strategy
+from sim.contracts.agent import SocietyAgent
+from sim.contracts.memory import Memory
+from sim.contracts.strategy import Strategy
 from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, Event, RequestBatch
 from sim.core.profiles import CONTRACT, DecisionProfile, profile
 from sim.core.records import TickRecord

@@ -4,7 +4,7 @@
 scenario (a policy it supports, late entry where it allows it, every strategy named for scripted agents
 known or loadable by reference) and returns the `Population` the model populates its world from
 (`SocietyModel.population_plan`), with the strategies named by reference loaded. The runner plans it
-when it binds a spec (sim.runner.config.bind) and hands it to the model; a model built directly plans
+when it binds a spec (runner.config.bind) and hands it to the model; a model built directly plans
 its own. Every problem is bad input: a one-line UsageError naming the field and the valid values.
 """
 

@@ -5,14 +5,14 @@ at its first tick, puts the world at one level of one variable (the lake's stock
 last gift, a price, a post's distance from the reader's opinion, the apples left) and asks the
 scenario's own `observe` for the request; the requests of one seed differ only in that variable (same
 agent, same decision seed, same action space, same everything else). They are answered by the
-backends a study would use, and the response is measured from each decision. `sim.runner.probing`
+backends a study would use, and the response is measured from each decision. `runner.probing`
 runs them and reports the effect with an interval; a scenario declares its probes as
 `probes = (Probe(...), ...)`.
 
 A probe is an instrument, so it ships its controls beside it (as PettingZoo ships its API tests):
 `blind`, a scripted policy that ignores the variable, must read "does not respond", and `follows`, one
 that follows it, must read "responds". Both answer the very requests the probed policy answers, every
-time the probe runs; `sim.testing.check_probes` runs them on a scenario's every probe. The response
+time the probe runs; `societas.testing.check_probes` runs them on a scenario's every probe. The response
 must be one the request's bounds cannot force: the action space is the same at every level (the
 runner checks it), so a policy blind to the variable gives the same answer at every level.
 
@@ -87,7 +87,7 @@ class Probe:
     #: the response is 0 or 1 (chose, upvoted, beamed): its intervals are Wilson's and Newcombe's
     rate: bool = False
     #: per phase, the scenario's question and its rewordings that keep its facts (`string.Template` text over
-    #: `facts`), for `--paraphrases` (sim.runner.paraphrase): element 0 is the original, then one per rewording
+    #: `facts`), for `--paraphrases` (runner.paraphrase): element 0 is the original, then one per rewording
     questions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: the facts a question names, read from the model and the request (e.g. {"recipient": 3})
     facts: Callable[["SocietyModel", DecisionRequest], Mapping[str, Any]] = lambda model, request: {}

@@ -1,0 +1,47 @@
+"""The agent every scenario builds on: a Mesa agent with a policy, persona and memory."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import mesa
+
+from sim.contracts.memory import Memory
+
+
+class SocietyAgent(mesa.Agent):
+    """Small on purpose: who decides for it (`policy`, `strategy`), who it is, what it knows."""
+
+    def __init__(
+        self,
+        model: mesa.Model,
+        policy: str = "scripted",
+        strategy: Optional[str] = None,
+        persona: str = "",
+        memory: Optional[Memory] = None,
+    ) -> None:
+        super().__init__(model)
+        self.policy = policy
+        self.strategy = strategy
+        self.persona = persona
+        self.memory = memory if memory is not None else Memory()  # (an empty Memory is falsy)
+        self.total_payoff = 0.0
+        self.last_payoff = 0.0
+        self.last_reward = 0.0
+        self.feedback: dict[str, float] = {}
+        self.stored_memory_version = 0  # the memory version last written to the store
+
+    @property
+    def remembers(self) -> bool:
+        """Only agents whose prompts read memory keep one: a scripted agent remembers nothing."""
+        return self.policy == "llm"
+
+    def remember(self, tick: int, kind: str, text: str, source: Optional[int] = None) -> None:
+        """Add a memory item if this agent keeps memory (cheap no-op otherwise)."""
+        if self.remembers:
+            self.memory.add(tick, kind, text, source)  # type: ignore[arg-type]
+
+    def relate(self, peer: int, delta: float) -> None:
+        """Update trust in a peer actually interacted with, if this agent keeps memory."""
+        if self.remembers:
+            self.memory.relate(peer, delta)
