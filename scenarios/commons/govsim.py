@@ -238,9 +238,8 @@ def memory_block(name: str, memories: Sequence[tuple[date, str]], numbered: bool
 
 
 def first_sentence(text: str) -> str:
-    """GovSim's thoughts stop at the first "." (reflect_prompts.py 87, 113)."""
-    cut = re.match(r"\s*(.*?[.!?])(?:\s|$)", text, re.S)
-    return (cut.group(1) if cut else text).strip()
+    """A thought as GovSim keeps it: the text before its first "." (reflect_prompts.py 87, 113: `stop_regex=r"\\."`)."""
+    return text.split(".", 1)[0].strip()
 
 
 _NUMBERED = re.compile(r"(?:^|\s)\d{1,2}[.)]\s+")
@@ -412,7 +411,9 @@ def thought(model: "CommonsModel", phase: str, decisions: Sequence[Decision]) ->
     fishers = model.agent_map()
     for d in decisions:
         model.emit("thought", d.agent_id, None, about=phase, text=str(d.value))
-        fishers[d.agent_id].remember(model.tick, "thought", model.quoted(first_sentence(str(d.value))))
+        kept = first_sentence(str(d.value))
+        if kept:
+            fishers[d.agent_id].remember(model.tick, "thought", model.quoted(kept))
 
 
 def reflected(model: "CommonsModel", phase: str, decisions: Sequence[Decision]) -> None:
