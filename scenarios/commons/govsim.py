@@ -51,6 +51,9 @@ COUNT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "e
 #: a prompt names at most this many fishers (the system text's others, the chat's scenario, the mayor's report): in a
 #: larger fishery the system text counts the others and the chat lists the first ones and how many more
 MAX_NAMED = 20
+#: a prompt shows the mayor's report and at most this many of the chat's messages, the latest (GovSim's chat has at
+#: most 9; a fishery of thousands talks more than a prompt holds)
+MAX_CHAT_SHOWN = 40
 CAPACITY, REGROWTH = 100.0, 2.0  # the lake the system text describes
 
 # ----- the texts (verbatim; `$name` fields filled as GovSim's f-strings are) ------------------------------------------
@@ -108,6 +111,8 @@ AGREEMENT_ASK = ("Please provide the specific fishing limit per person as agreed
 #: COG reflect_prompts.py 139-140
 AGREEMENT_ANSWER = STEP_BY_STEP + ' Put the final answer after "Answer:".'
 NO_AGREEMENT = "N/A"
+#: what the framework may answer: N/A or a limit of 0 to 100 tons (GovSim: `option_fish_num = range(0, 101)`)
+AGREEMENT_SPACE = Choice([NO_AGREEMENT, *(str(k) for k in range(int(CAPACITY) + 1))])
 #: COG converse.py 140-141: what every fisher remembers of an agreement (always shown, for 63 days)
 AGREED = Template("The community agreed on a maximum limit of $limit tons of fish per person.")
 #: COG reflect_prompts.py 79 ("Conversation:") and 81-84, 105-110: the two thoughts on the conversation
@@ -261,10 +266,15 @@ class Chat:
 
     entries: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     stated: list[Optional[float]] = dataclasses.field(default_factory=list)
+    _text: tuple[int, str] = (-1, "")  # the dashed text and the entries it shows (built once a round, not per fisher)
 
     def dashed(self) -> str:
-        """COG utils.py 8-12 (conversation_to_string_with_dash): "-Speaker: utterance" a line."""
-        return "\n".join(f"-{speaker}: {said}" for speaker, said in self.entries)
+        """COG utils.py 8-12 (conversation_to_string_with_dash): "-Speaker: utterance" a line; the mayor's report and
+        the latest MAX_CHAT_SHOWN messages."""
+        if self._text[0] != len(self.entries):
+            shown = self.entries[:1] + self.entries[max(1, len(self.entries) - MAX_CHAT_SHOWN):]
+            self._text = (len(self.entries), "\n".join(f"-{speaker}: {said}" for speaker, said in shown))
+        return self._text[1]
 
     def last(self, n: int) -> list[str]:
         return [said for _, said in self.entries[-n:]]
@@ -296,7 +306,7 @@ def ask_harvest(model: "CommonsModel", fisher: "Fisher", phase: str) -> Optional
     obs = model._obs_base()
     space = model._harvest_space()
     question = HARVEST_TASK.substitute(lo=0, hi=f"{space.hi:g}")
-    if fisher.policy != "llm":
+    if fisher.policy != "llm":  # (a scripted fisher reads no prompt)
         return model.request(fisher, phase, space, 0.0, obs, "", question)
     memories = key_memories(fisher, model.tick, month_start(model.tick), ["lake"], HARVEST_K, _lake(model))
     request = model.request(fisher, phase, space, 0.0, obs, "", question, own_context=_fishers_text(model, fisher, "lake", "harvest"),
@@ -307,12 +317,12 @@ def ask_harvest(model: "CommonsModel", fisher: "Fisher", phase: str) -> Optional
 def ask_converse(model: "CommonsModel", fisher: "Fisher", phase: str) -> Optional[DecisionRequest]:
     """COG converse_prompts.py 35-53: system text, place and date, key memories, the chat so far and the task."""
     chat: Chat = model.chat
-    names = listed(named([name_of(f.unique_id) for f in model.present_fishers()]))
-    question = f"{CHAT_SCENARIO.substitute(names=names)}\n{chat.dashed()}\n{CHAT_TASK}"
     obs = model._obs_base()
     space, default = Text(max_tokens=MESSAGE_TOKENS), "I will catch a fair share."
-    if fisher.policy != "llm":
-        return model.request(fisher, phase, space, default, obs, "", question)
+    if fisher.policy != "llm":  # (a scripted fisher reads no prompt)
+        return model.request(fisher, phase, space, default, obs, "", CHAT_TASK)
+    names = listed(named([name_of(f.unique_id) for f in model.present_fishers()]))
+    question = f"{CHAT_SCENARIO.substitute(names=names)}\n{chat.dashed()}\n{CHAT_TASK}"
     memories = key_memories(fisher, model.tick, chat_day(model.tick), ["", *chat.last(4)], CHAT_K, _lake(model))
     request = model.request(fisher, phase, space, default, obs, "", question,
                             own_context=_fishers_text(model, fisher, "restaurant", "converse"), system="")
@@ -334,9 +344,9 @@ def ask_agreement(model: "CommonsModel", fisher: "Fisher", phase: str) -> Option
     if fisher is not scribe(model):
         return None
     chat: Chat = model.chat
-    space = Choice([NO_AGREEMENT, *(str(k) for k in range(int(model.config.capacity) + 1))])
+    space = AGREEMENT_SPACE
     obs = dict(model._obs_base(), stated=list(chat.stated), present=model.present())
-    context = f"{AGREEMENT_READING}\n{CONVERSATION}\n{chat.dashed()}"
+    context = f"{AGREEMENT_READING}\n{CONVERSATION}\n{chat.dashed()}" if fisher.policy == "llm" else ""
     request = model.request(fisher, phase, space, NO_AGREEMENT, obs, context, AGREEMENT_ASK,
                             reason_tokens=model.config.reasoning, system="", answer_prompt=AGREEMENT_ANSWER)
     if request.backend != "llm":
