@@ -31,7 +31,7 @@ def _run(model_cls, config, *, contract: int, seed: int = 0):
     records: list = []
     model = model_cls(config, seed=seed, broker=DecisionBroker({"scripted": ScriptedBackend(model_cls.strategies)}),
                       on_tick=records.append, contract=contract)
-    limit = getattr(config, "months", None) or getattr(config, "max_steps", None)
+    limit = getattr(config, "months", None) or getattr(config, "max_steps", None) or getattr(config, "ticks", None)
     while model.running and model.tick < limit:
         model.step()
     model.records = records
@@ -152,3 +152,133 @@ def test_intervals_never_leave_a_metric_s_bounds():
     assert mean_interval(resources) == ci  # seeded: the same runs give the same interval
     assert mean_interval([3.0])["lo"] is None and mean_interval([None, float("nan")])["n"] == 0
     assert mean_interval([2.5, 2.5])["lo"] == mean_interval([2.5, 2.5])["hi"] == 2.5
+
+
+# ----- decision contract 8 (issue 36): the limit a message concludes with; MoltBook's figures as its code counts them --
+_BEFORE_8 = 7
+#: (message, the limit it states): written by hand before the parser (the researcher's 71 sentences, issue 36)
+STATED = [
+    ("We have 60 tons; half must stay. So 6 each.", 6), ("No more than ten tons each.", 10),
+    ("at most 10% of the fish, i.e. 8 tons", 8), ("Let's each catch at most 10% of the fish.", None),
+    ("I propose we each catch at most 10 tons.", 10), ("The lake has 100 tons, so let us each catch 5.", 5),
+    ("The lake regrows 25 tons a month.", None), ("100 tons are left.", None), ("I think 2.5 tons is fair.", 2.5),
+    ("It is month 2 and I am fisher 3.", None), ("Let's all catch twelve tons.", 12),
+    ("Twenty-five tons each would empty the lake.", None), ("Each of us should take no more than eight.", 8),
+    ("Last month I caught 30 tons; this month I will catch 10.", 10),
+    ("We caught 40 tons in total, so let's keep it to 8 tons each.", 8),
+    ("Catch 10 tons each, so that 50 tons stay in the lake.", 10), ("Let's limit ourselves to 9 tons per fisher.", 9),
+    ("A quota of 7 tons per person sounds fair.", 7), ("Nobody should fish more than 10 tons.", 10),
+    ("If anyone catches more than 15 tons, the lake will collapse.", None),
+    ("If we all catch 10 tons each, the lake will stay full.", 10), ("I'll take 20 tons, not 10.", 20),
+    ("Let's catch 8 instead of 12 tons.", 8), ("I suggest we each catch between 5 and 10 tons.", 10),
+    ("5-10 tons each is fine.", 10), ("We should leave at least 50 tons in the lake.", None),
+    ("I agree with John: 10 tons each.", 10), ("I agree, let's stick to 10.", 10), ("Sounds good.", None),
+    ("We earn $1,000 per ton, so catching 10 tons earns $10,000.", 10),
+    ("There are 5 of us and 100 tons, so 10 tons each keeps the lake full.", 10),
+    ("Everyone catch 10, except me: I need 20.", 10), ("Month 3: I will fish 6 tons.", 6),
+    ("I propose a limit of 10 tons per fisher, which is 50 tons in total.", 10),
+    ("Let's cut our catch by half, to 5 tons.", 5), ("Catch 10.", 10),
+    ("A dozen tons each is too much; six each is better.", 6),
+    ("I will catch 0 tons this month to let the lake recover.", 0), ("Let's all catch zero this month.", 0),
+    ("Ten tons is my limit.", 10), ("We are five fishers, so ten each.", 10), ("Fisher 2 should catch 10 tons.", 10),
+    ("At most 10 tons each for the next 3 months.", 10), ("We caught 100 tons altogether last month.", None),
+    ("I'd say 7 or 8 tons each.", 8), ("Let's each catch 10 tonnes.", 10), ("I'll stick with 1 ton.", 1),
+    ("Only 2.5 tons each, please.", 2.5), ("10,000 dollars is what I want.", None),
+    ("No one should catch more than twenty tons.", 20), ("Let's catch 10t each.", 10),
+    ("The group's agreed limit is 100 tons per fisher.", 100),
+    ("We should each catch 10 tons; if we catch 20 the lake collapses.", 10),
+    ("Let's catch 10 tons each, and next month maybe 12.", 10), ("I caught 20, but I will only take 5 from now on.", 5),
+    ("Let's keep our catch under 12 tons each.", 12), ("I propose five tons each, since the lake holds 60.", 5),
+    ("One ton each is enough for now.", 1), ("No one needs more than fifteen.", 15),
+    ("Each of us takes 8, which leaves 60 tons to regrow.", 8),
+    ("We have 100 tons and 5 fishers, so 50 tons can go: 10 each.", 10),
+    ("Ninety tons would be too many for one month.", None), ("Let's each catch at most 20 percent of the lake.", None),
+    ("I want 100 tons!", 100), ("I propose 8; last month we caught 12 tons each.", 8),
+    ("Last month we caught 12 tons each; I propose 8.", 8),
+    ("As one of 3 fishers, I propose each of us catches at most 8 tons.", 8), ("Only 30 tons remain, I will take 3.", 3),
+    ("The lake regrows 25 tons a month, so let us each catch 4.", 4), ("Catch 10.5 tons.", 10.5), ("", None),
+]
+
+
+@pytest.mark.parametrize("text, expected", STATED)
+def test_a_stated_limit_is_the_amount_a_message_concludes_with(text, expected):
+    """Number words, percentages, money, counts of people and warnings read as a person reads them."""
+    got = stated_limit(text)
+    assert got is None if expected is None else got == expected
+
+
+def test_the_sentences_the_issue_names_were_misread_before_contract_8():
+    """Runs made before contract 8 read the first phrase (`first_phrased_limit`): they keep that reading."""
+    from scenarios.commons.legacy import first_phrased_limit
+
+    assert [first_phrased_limit(t) for t in ("We have 60 tons; half must stay. So 6 each.", "No more than ten tons each.",
+                                             "at most 10% of the fish, i.e. 8 tons")] == [60, None, 10]
+    assert len(STATED) == 71 and sum(first_phrased_limit(t) != e for t, e in STATED) == 18
+
+
+def test_a_stated_limit_reads_a_long_message_in_linear_time():
+    """Untrusted text: a message of 200,000 characters built to make a regex backtrack is read in well under a second."""
+    import time
+
+    for text in ("at most " * 25_000, "catch only only only " * 10_000 + "x", "1 " * 100_000, "one, " * 40_000):
+        started = time.perf_counter()
+        stated_limit(text)
+        assert time.perf_counter() - started < 2.0
+
+
+def test_the_conversation_s_agreed_limit_follows_the_run_s_contract():
+    """The compact conversation's median limit: under contract 7 a message stating "We have 60 tons; half must stay.
+    So 6 each." agrees 60 (the first phrase), under the current contract 6."""
+    from sim.core.contracts import Decision
+
+    config = CommonsConfig(fishers=3, months=2, conversation_rounds=1)
+    text = "We have 60 tons; half must stay. So 6 each."
+    agreed = {}
+    for contract in (_BEFORE_8, CONTRACT):
+        model = CommonsModel(config, seed=0, broker=DecisionBroker({}), contract=contract)
+        model.steps += 1
+        model.act("converse1", [Decision(a, "converse1", text, "llm") for a in (1, 2, 3)])
+        agreed[contract] = model.agreed
+    assert agreed == {_BEFORE_8: 60.0, CONTRACT: 6.0}
+
+
+def _social_items(pairs: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """(authors, parents) of posts (parent -1) and comments, from (author, parent item) pairs."""
+    return [a for a, _ in pairs], [p for _, p in pairs]
+
+
+def test_moltbook_s_reciprocity_is_the_reply_network_s():
+    """An edge from a comment's author to the author of what it replies to; self-replies dropped, repeats once; the share
+    of edges whose reverse exists (daveholtz/moltbook_scraper analysis/R/02_structural.R 150-189)."""
+    # items: 0 A's post, 1 B's post; B on 0 (B->A), A on 1 (A->B), B on 0 again (B->A once), C on 2 = B's comment (C->B),
+    # A on 0 (self, dropped)
+    authors, parents = _social_items([(0, -1), (1, -1), (1, 0), (0, 1), (1, 0), (2, 2), (0, 0)])
+    edges = SM.reply_edges(authors, parents)
+    assert edges == {(1, 0), (0, 1), (2, 1)}
+    assert SM.edge_reciprocity(edges) == pytest.approx(2 / 3)
+    assert SM.edge_reciprocity(SM.reply_edges([0, 0], [-1, 0])) is None  # only a self-reply: no edge
+
+
+def test_moltbook_s_duplicates_count_every_copy_of_a_squished_text():
+    """Lower-cased, whitespace squeezed, every copy of a text seen more than once counted (analysis/R/04_lexical.R
+    83-90); the old figure counted repeats after the first, of the raw text."""
+    texts = ["Hi", "hi ", "Hi  there", "hi there", "x"]
+    assert SM.copies_share(texts) == pytest.approx(4 / 5) and SM.duplicate_share(texts) == 0.0
+    assert SM.copies_share(["a", "a", "a", "b"]) == pytest.approx(3 / 4) and SM.duplicate_share(["a", "a", "a", "b"]) == 0.5
+    assert SM.copies_share(["", ""]) is None  # empty texts are dropped before counting
+
+
+def test_the_community_s_moltbook_figures_follow_the_run_s_contract():
+    """Under contract 7 the run keeps its old duplicate share and no new figure; under 8, MoltBook's definitions,
+    every figure within its bounds."""
+    from scenarios.social.config import SocialConfig
+    from scenarios.social.model import SocialModel
+
+    config = SocialConfig(agents=60, ticks=15, post_rate=0.3)
+    old, new = (_run(SocialModel, config, contract=c).summary() for c in (_BEFORE_8, CONTRACT))
+    assert "reply_reciprocity" not in old and "comments_per_post" not in old
+    assert new["posts_total"] == old["posts_total"] and new["comments_total"] == old["comments_total"]
+    assert new["duplicate_share"] != old["duplicate_share"]
+    assert new["comments_per_post"] == pytest.approx(new["comments_total"] / new["posts_total"])
+    assert 0 <= new["direct_replies_per_post"] <= new["comments_per_post"]
+    assert 0 <= new["reply_reciprocity"] <= 1 and new["reply_edges"] > 0 and 0 <= new["activity_gini"] < 1

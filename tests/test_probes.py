@@ -310,7 +310,9 @@ def test_the_fishery_probe_asks_one_fisher_of_a_large_fishery_exactly_as_the_who
     huge = cls.Config.model_validate({**config.model_dump(), "fishers": 1_000_000})
     one = small(huge, seed=0, broker=DecisionBroker({}), policy="llm")
     request = CATCH_BY_STOCK.situate(one, 30.0)
-    assert len(one.agents) == 1 and request.observation["fishers"] == 1_000_000 and "1000000 fishers" in request.context
+    told = "999999 other fishermen" if config.protocol == "govsim" else "1000000 fishers"  # (GovSim's words: the others)
+    assert len(one.agents) == 1 and request.observation["fishers"] == 1_000_000
+    assert told in request.context + request.own_context
 
 
 # ----- paraphrases --------------------------------------------------------------------------------------------------

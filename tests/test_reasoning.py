@@ -107,7 +107,8 @@ def test_govsim_protocol_hides_threshold_and_horizon_and_reasons_each_catch():
     fisher = list(model.agents)[0]
     r = model.observe(fisher, "harvest")
     assert r.reason_tokens == 128
-    assert "collapses" not in r.context and "of 12" not in r.context and "It is month 1." in r.context
+    user = render_messages(r)[-1]["content"]  # (GovSim's words, tests/test_protocols.py: its date, not a month number)
+    assert "collapse" not in user and "of 12" not in user and "12 months" not in user and "Date: 2024-01-01" in user
     default = _model("commons", "scenarios/commons/configs/llm.yaml")
     default.steps += 1
     d = default.observe(list(default.agents)[0], "harvest")
@@ -169,7 +170,8 @@ def test_the_post_harvest_conversation_reports_every_catch_and_agrees_next_month
 
 
 def test_reflection_puts_an_insight_in_each_llm_fishers_memory():
-    model = _model("commons", "scenarios/commons/configs/govsim.yaml", fishers=3, months=2)
+    """The compact protocol's reflection (GovSim's own: tests/test_protocols.py)."""
+    model = _model("commons", "scenarios/commons/configs/govsim.yaml", fishers=3, months=2, protocol="compact")
     assert model.phases()[-3:] == ("converse1", "converse2", "reflect")
     model.step()
     for fisher in model.agents:
@@ -214,3 +216,44 @@ def test_the_reasoning_budget_reaches_the_request_body_and_keeps_the_users_cap()
                                          ("Answer = 1,000", 1000.0)])
 def test_the_last_answer_cue_wins_even_on_one_line(text, value):
     assert reasoned_answer(text, Number(0, 2000, 1)) == value
+
+
+# ----- a paper's own words in place of the platform's (issue 36): `system` and `answer_prompt` of a request -----------
+def test_a_request_may_send_its_own_system_message_or_none():
+    """None keeps the template's system message; a text replaces it; "" sends the user turn alone (GovSim)."""
+    from dataclasses import replace
+
+    from agents.llm.prompts import DEFAULT
+
+    base = req()
+    assert render_messages(base)[0] == {"role": "system", "content": DEFAULT.system}
+    own = render_messages(replace(base, system="You are a donor in a game."))
+    assert own[0] == {"role": "system", "content": "You are a donor in a game."} and own[1] == render_messages(base)[1]
+    alone = render_messages(replace(base, system=""))
+    assert alone == [render_messages(base)[1]]
+
+
+def test_a_request_may_say_how_to_answer_in_its_own_words():
+    """`answer_prompt` replaces the platform's answer sentence, with reasoning or without; one that reasons must still ask
+    for its answer after "Answer:" (the engines read it there)."""
+    from dataclasses import replace
+
+    govsim = 'Let\'s think step-by-step. Put the final answer after "Answer:", example Answer: N tons.'
+    reasoned = render_messages(replace(req(64), answer_prompt=govsim))[-1]["content"]
+    assert reasoned.endswith("How many?\n" + govsim) and "Think it through" not in reasoned
+    plain = render_messages(replace(req(), answer_prompt="Reply in tons."))[-1]["content"]
+    assert plain.endswith("How many?\nReply in tons.") and "Answer with" not in plain
+    with pytest.raises(ValueError, match="Answer:"):
+        render_messages(replace(req(64), answer_prompt="Think, then reply."))
+
+
+def test_only_an_llm_agent_s_request_carries_a_protocol_s_own_words():
+    """A scripted strategy reads no prompt: its request keeps the defaults (and the run's keys their text)."""
+    model = _model("commons", "scenarios/commons/configs/govsim.yaml", fishers=3, months=1)
+    model.steps += 1
+    fisher = list(model.agents)[0]
+    llm = model.observe(fisher, "harvest")
+    assert llm.system == "" and "step-by-step" in llm.answer_prompt
+    fisher.policy = "scripted"
+    scripted = model.observe(fisher, "harvest")
+    assert scripted.system is None and scripted.answer_prompt == "" and scripted.own_context == ""

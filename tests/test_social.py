@@ -282,18 +282,24 @@ def test_moltbook_config_runs_and_compares_with_the_published_values(store):
     assert math.isfinite(dup["difference"])
 
 
-def test_the_moltbook_config_lands_its_emergent_figures_near_the_published_ones(store):
-    """Calibrated (scripted, seed 0): each figure that emerges within 15% of MoltBook's; reciprocity named an input."""
+def test_the_moltbook_config_beside_moltbook_s_figures_as_its_code_computes_them(store):
+    """Calibrated (scripted, seed 0), each figure computed as MoltBook's analysis code does (decision contract 8): comment
+    depth, the activity Gini and the posting Gini land within 15%; the follow graph's reciprocity is an input set near
+    0.197 and compared with nothing; the community is a posting one: about 100 times fewer comments per post than
+    MoltBook's, a reply network of a few dozen edges, and more exact duplicates (its phrase pool is small). Each gap is
+    pinned here so that a recalibration that closes it says so."""
     from analysis.reference import comparison_rows
 
     r = execute(build_spec("social", config_file="scenarios/social/configs/moltbook.yaml"), store)
     rows = {row["metric"]: row for row in comparison_rows("social", r.metrics)}
-    assert rows["reciprocity"]["set_by"].startswith("input")
-    emergent = [m for m, row in rows.items() if row["set_by"] == "emerges"]
-    assert sorted(emergent) == ["comment_depth_mean", "duplicate_share", "participation_gini_authors"]
-    for m in emergent:
+    assert "reciprocity" not in rows and rows["reply_reciprocity"]["published"] == 0.197
+    assert rows["reply_reciprocity"]["set_by"].startswith("emerges") and rows["activity_gini"]["set_by"].startswith("mostly an input")
+    for m in ("comment_depth_mean", "activity_gini", "participation_gini_authors"):
         assert abs(rows[m]["difference"]) <= 0.15 * rows[m]["published"], (m, rows[m])
-    assert abs(rows["reciprocity"]["difference"]) <= 0.15 * 0.197
+    assert abs(r.metrics["reciprocity"] - 0.197) <= 0.15 * 0.197  # the input: the seeded graph's follow_back
+    assert rows["comments_per_post"]["value"] < 0.02 * 8.29 and rows["direct_replies_per_post"]["value"] < 0.02 * 7.70
+    assert r.metrics["reply_edges"] < 100 and 0 <= rows["reply_reciprocity"]["value"] <= 1
+    assert rows["duplicate_share"]["value"] > 0.341 + 0.1
 
 
 @pytest.mark.slow
@@ -356,3 +362,15 @@ def test_stance_readback_decides_whether_llm_members_read_by_the_bounded_confide
         assert not moved  # readers who did not write kept their opinion: reading moves no LLM member
     else:
         assert len(moved) >= len(before) // 2  # epsilon=1, mu=0.5: most members moved toward what they read
+
+
+def test_run_json_prints_the_moltbook_comparison(db_url):
+    """`run --json` carries the rows `show` prints: each published figure beside the run's, input or emergent."""
+    from scenarios.social.model import SocialModel
+    from tests.conftest import cli_json
+
+    out = cli_json("run", "social", "--config", "scenarios/social/configs/moltbook.yaml", "--ticks", "3", db=db_url)
+    rows = {row["metric"]: row for row in out["reference"]}
+    assert set(rows) == set(SocialModel.reference) and "reciprocity" not in rows
+    assert rows["reply_reciprocity"]["published"] == 0.197 and rows["comments_per_post"]["published"] == 8.29
+    assert all(row["set_by"] and row["value"] == out["metrics"].get(m) for m, row in rows.items())

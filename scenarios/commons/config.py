@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from scenarios.commons import govsim
 from sim.tick.config import ScenarioConfig
 
 StrategyName = Literal["sustainable", "greedy", "fixed", "random", "conditional"]
@@ -48,6 +49,12 @@ class CommonsConfig(ScenarioConfig):
     disclose_collapse: bool = Field(True, description="the situation states the collapse threshold (GovSim's prompt does not)")
     disclose_horizon: bool = Field(True, description="the situation says \"month M of N\" (GovSim's says the month only)")
     disposition: Literal["none", "altruistic", "selfish"] = Field("none", description="initial disposition: the LLM fishers' persona and the scripted strategy (sustainable / greedy) where no group names one")
+    protocol: Literal["compact", "govsim"] = Field("compact", description="the words and the month LLM fishers get: compact "
+                                                  "(ours: one short situation, the harvest question, the median limit stated as "
+                                                  "the agreement) or govsim (GovSim's texts word for word: its system text, "
+                                                  "harvest task, group chat, dated key memories, the agreed limit read from the "
+                                                  "chat or N/A, two thoughts, insights; a collapsing month still talks; "
+                                                  "docs/protocols.md)")
 
     @model_validator(mode="after")
     def _check(self) -> "CommonsConfig":
@@ -58,6 +65,8 @@ class CommonsConfig(ScenarioConfig):
             raise ValueError("some population group must take part from month 1 (enter: 1)")
         if entries and max(entries) > self.months:
             raise ValueError(f"a population group enters in month {max(entries)}, after the last month ({self.months})")
+        if self.protocol == "govsim" and (problem := govsim.checked(self)):
+            raise ValueError(problem)
         if self.start_fraction * self.capacity <= self.collapse_below:
             raise ValueError(f"start_fraction x capacity ({self.start_fraction * self.capacity:g}) must be above collapse_below ({self.collapse_below:g})")
         return self

@@ -7,7 +7,10 @@ Do not change them; a change of the current behaviour copies the piece it change
   situation repeats a fisher's own last catch and the others' messages of the month;
 - contracts 1-5: a proposal is the first amount a message names (`first_stated_amount`), over-usage judges
   the catch landed against the month's opening stock (`landed_over_usage`), and the efficiency over the months
-  survived is capped at 1 (`capped_efficiency`).
+  survived is capped at 1 (`capped_efficiency`);
+- contracts 1-7: the limit a conversation message states (and, from contract 6, a talk message's proposal) is
+  the first phrase that names an amount to catch (`first_phrased_limit`): digits only, a percentage read as
+  tons, the first amount rather than the one the message concludes with.
 """
 
 from __future__ import annotations
@@ -84,3 +87,36 @@ def landed_over_usage(model: "CommonsModel", catches: list[float]) -> float:
 def capped_efficiency(total: float, reference: float) -> float:
     """Contracts 1-5: the efficiency over the months survived, capped at 1 (a collapse read as perfect efficiency)."""
     return min(1.0, total / reference)
+
+
+_NUM = r"(\d+(?:\.\d+)?)"
+_UNIT = r"(?:\s*(?:tons?|t\b))?"
+_PROPOSAL = re.compile(
+    r"(?:at most|no more than|not more than|up to|a maximum of|maximum of|max(?:imum)?|limits?(?: of| to| is| at)?|"
+    r"caps?(?: of| at| to)?|quotas?(?: of| is)?)\s*" + _NUM
+    + r"|(?:catch|catches|catching|fish|fishing|take|takes|taking|harvest|harvesting|propose|proposing|suggest|"
+    r"suggesting|keep(?: it)? to|stick to|agree (?:on|to))\s+(?:(?:only|just|about|around|roughly|each|all|"
+    r"maybe|no more than|at most)\s+)*" + _NUM,
+    re.I)
+_EACH = re.compile(_NUM + _UNIT + r"\s+(?:each|per fisher|per person|per head|apiece)", re.I)
+_AMOUNT = re.compile(_NUM + r"\s*(?:tons?|t\b)", re.I)
+_NOT_A_PROPOSAL = re.compile(r"\b(?:lake|stock|pond|fish population|left|remain\w*|regrow\w*|capacity|in total|"
+                             r"altogether|collapse\w*|caught|took|last month|so far|already)\b", re.I)
+_CLAUSE = re.compile(r"[.;:!?,](?=\s|$)|\b(?:so|but|and|because|then|while)\b", re.I)
+
+
+def first_phrased_limit(text: str) -> Optional[float]:
+    """Contracts 1-7 read a conversation message's limit (and contracts 6-7 a talk message's proposal) as the first
+    phrase naming an amount to catch ("at most N", "catch N"), else in the first clause not about the lake or the
+    past "N (tons) each", else a bare "N tons": "We have 60 tons; half must stay. So 6 each." states 60, "No more
+    than ten tons each." nothing, "at most 10% of the fish, i.e. 8 tons" 10."""
+    m = _PROPOSAL.search(text)
+    if m:
+        return float(next(g for g in m.groups() if g is not None))
+    for clause in _CLAUSE.split(text):
+        if _NOT_A_PROPOSAL.search(clause):
+            continue
+        m = _EACH.search(clause) or _AMOUNT.search(clause)
+        if m:
+            return float(m.group(1))
+    return None

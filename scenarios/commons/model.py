@@ -6,6 +6,11 @@ the remaining stock multiplies by `regrowth` (2: doubles), capped at C. Fewer th
 `collapse_below` tons left after fishing is a collapse and ends the run. Options: a talk
 phase (a stated norm), monitoring and sanctions, and social learning.
 
+Two protocols ask the LLM fishers (`protocol`): the compact one (one short situation, the harvest question, the
+median limit stated as the conversation's agreement) and GovSim's, word for word where the scenario can
+(`scenarios.commons.govsim`: its texts, its month of harvest, group chat, the agreed limit read from the chat,
+thoughts and reflection; a collapsing month still talks). Each is a table of what each kind of phase asks and does.
+
 Norm formation (the Ostrom-grounded CPR studies of social learning and collective norms):
 with `norm_formation`, every `vote_every` months the fishers propose a catch limit (a number)
 and then vote for one of the proposals; the winner is adopted by majority (or plurality) and
@@ -31,12 +36,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 from sim.contracts.agent import SocietyAgent
-from scenarios.commons import lake, learning, norms, prompts, report
+from scenarios.commons import govsim, lake, learning, norms, prompts, report
 from scenarios.commons import templates as tpl
 from scenarios.commons.config import DISPOSITIONS, CommonsConfig
 from scenarios.commons.editions import EDITIONS, CommonsEdition
 from scenarios.commons.history import Chronicle
-from scenarios.commons.limits import stated_limit
 from scenarios.commons.probes import PROBES
 from scenarios.commons.strategies import STRATEGIES, sustainable_share
 from sim.core.contracts import Decision, DecisionRequest, RequestBatch, columns_of
@@ -62,9 +66,13 @@ class Fisher(SocietyAgent):
         self.violations = 0
 
 
+#: phases that share a kind: every round of the conversation, GovSim's two thoughts on it
+KINDS = {**dict.fromkeys(CONVERSE, "converse"), **dict.fromkeys(govsim.THOUGHTS, "thought")}
+
+
 def kind_of(phase: str) -> str:
-    """A phase's kind: itself, or `converse` for every round of the conversation."""
-    return "converse" if phase in CONVERSE else phase
+    """A phase's kind: itself, `converse` for every round of the conversation, `thought` for GovSim's thoughts."""
+    return KINDS.get(phase, phase)
 
 
 class CommonsModel(SocietyModel):
@@ -123,6 +131,12 @@ class CommonsModel(SocietyModel):
         self._violators: Optional[dict[int, float]] = None
         self._space: Optional[Number] = None
         self._questions: dict[str, str] = {}
+        self.chat = govsim.Chat()  # this month's group chat (GovSim's protocol)
+        self._collapse: Optional[str] = None  # a collapse that ends the run after the month (GovSim's protocol)
+        self._govsim = c.protocol == "govsim"
+        # what each kind of phase asks and does, as the run's protocol says
+        self._asks = {**_REQUESTS, **govsim.ASKS} if self._govsim else _REQUESTS
+        self._does = {**_ACTS, **govsim.DOES} if self._govsim else _ACTS
         # what every fisher sees (the month's catches in all, messages, proposals, votes), as the run's edition says
         self.chronicle: Chronicle = self.edition.chronicle(self)
         persona, strategy = DISPOSITIONS.get(c.disposition, ("", c.strategy))
@@ -147,9 +161,9 @@ class CommonsModel(SocietyModel):
 
     def phases(self) -> Sequence[str]:
         c = self.config
+        chat = CONVERSE[:c.conversation_rounds] + (govsim.AFTER_CHAT if self._govsim else ())
         return ((("talk",) if c.talk else ()) + (("propose", "vote") if self.voting() else ()) + ("harvest",)
-                + (("sanction",) if c.sanctions else ()) + CONVERSE[:c.conversation_rounds]
-                + (("reflect",) if c.reflection else ()))
+                + (("sanction",) if c.sanctions else ()) + chat + (("reflect",) if c.reflection else ()))
 
     def update(self) -> None:
         c = self.config
@@ -198,7 +212,7 @@ class CommonsModel(SocietyModel):
     def observe(self, agent: Fisher, phase: str) -> Optional[DecisionRequest]:
         if agent.enter > self.tick:
             return None  # not in the fishery yet
-        return _REQUESTS[kind_of(phase)](self, agent, phase)
+        return self._asks[kind_of(phase)](self, agent, phase)
 
     def observe_batch(self, phase: str) -> Optional[RequestBatch]:
         """At harvest every scripted fisher sees the same lake: one batch (the requests `observe` gives)."""
@@ -288,37 +302,42 @@ class CommonsModel(SocietyModel):
 
     # ----- what each phase does -------------------------------------------------------------
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:
-        _ACTS[kind_of(phase)](self, phase, decisions)
+        self._does[kind_of(phase)](self, phase, decisions)
+        if self._collapse is not None and phase == self.phases()[-1]:  # GovSim: the run ends after the month
+            self.end("collapsed", self._collapse)
 
-    def _hear(self, decisions: Sequence[Decision], told: str, parse: Callable[[str], Optional[float]],
-              **tags: Any) -> tuple[list[tuple[int, str]], list[float]]:
+    def _hear(self, decisions: Sequence[Decision], told: Optional[str], parse: Callable[[str], Optional[float]],
+              **tags: Any) -> tuple[list[tuple[int, str]], list[Optional[float]]]:
         """Messages every fisher hears: each emitted (with `tags`) and its stated limit (`parse`) recorded as a norm
-        statement; the first MAX_MESSAGES_SHOWN told in one line after `told`. (said, limits stated)."""
+        statement; the first MAX_MESSAGES_SHOWN told in one line after `told` (None: kept out of the shared history).
+        (said, the limit each message states or None)."""
         said, limits = [], []
         for d in decisions:
             text = str(d.value)
             said.append((d.agent_id, text))
             self.emit("message", d.agent_id, None, text=text, **tags)
             amount = parse(text)
+            limits.append(amount)
             if amount is not None:
-                limits.append(amount)
                 self.norms.statement(d.agent_id, NORM, {"max_catch": amount}, text)
         heard = " ".join(f"fisher {a}: {self.quoted(m)}" for a, m in said[:prompts.MAX_MESSAGES_SHOWN])
-        if heard:
+        if heard and told is not None:
             self.chronicle.tell("message", f"{told} {heard}")
         return said, limits
 
     def _act_talk(self, phase: str, decisions: Sequence[Decision]) -> None:
-        said, proposals = self._hear(decisions, "The fishers said:", self.edition.proposal)
+        said, stated = self._hear(decisions, "The fishers said:", self.edition.proposal)
         self.messages.extend(said)  # (the month's one talk phase: its messages are these)
+        proposals = [x for x in stated if x is not None]
         if proposals and not self.config.norm_formation:
             self.norm = float(statistics.median(proposals))
 
     def _act_converse(self, phase: str, decisions: Sequence[Decision]) -> None:
         """A round of the post-harvest conversation: every message heard (the next round sees this one), every
-        limit stated recorded; after the last round, the median limit stated is the agreed limit of next month."""
-        _, limits = self._hear(decisions, "At the restaurant the fishers said:", stated_limit, conversation=True)
-        self.conversation_limits.extend(limits)
+        limit stated recorded; in the compact protocol, after the last round, the median limit stated is the agreed
+        limit of next month (GovSim's protocol: `govsim.chatted`)."""
+        _, stated = self._hear(decisions, "At the restaurant the fishers said:", self.edition.said_limit, conversation=True)
+        self.conversation_limits.extend(x for x in stated if x is not None)
         if phase == CONVERSE[self.config.conversation_rounds - 1]:
             limits, self.conversation_limits = self.conversation_limits, []
             self.agreed = float(statistics.median(limits)) if limits else self.agreed
@@ -377,12 +396,17 @@ class CommonsModel(SocietyModel):
         rationed = {str(a): v for a, v in caught.items() if v != demand[a]} if caught is not demand else {}
         self.emit("harvest", None, None, demand_total=sum(demand.values()), caught_total=total,
                   stock_after=self.stock, rationed=rationed)
+        self.last_catches = caught
+        if self._govsim:  # what each fisher wanted and caught, the mayor's report; the month goes on after a collapse
+            govsim.harvested(self, demand, caught)
+            if self.stock < self.config.collapse_below:
+                self._collapse = f"stock fell to {self.stock:g} tons in month {self.tick}"
+            return
         public = self.chronicle.caught(total, self.stock)
         if self.listeners:  # (no fisher keeps a memory in an all-scripted fishery)
             for f in self.agents:
                 if f.remembers and f.enter <= self.tick:
                     f.remember(self.tick, "observation", f"I caught {f.catch:g} tons{public}.")
-        self.last_catches = caught
         if self.config.conversation_rounds:  # GovSim's mayor opens the conversation with every catch
             listed = ", ".join(f"fisher {aid} caught {amount:g} tons" for aid, amount in list(caught.items())[:MAYOR_LISTS])
             more = f", and {len(caught) - MAYOR_LISTS} more fishers" if len(caught) > MAYOR_LISTS else ""

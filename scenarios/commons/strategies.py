@@ -1,7 +1,8 @@
 """Scripted fishers: sustainable, greedy, fixed, random, conditional.
 
 Each strategy answers every phase of the fishery (talk, propose, vote, harvest, sanction, the
-conversation's rounds; reflection is the LLM fishers' own)
+conversation's rounds, GovSim's reading of the agreed limit; reflection and GovSim's thoughts are the LLM
+fishers' own)
 from the request's observation alone. A fisher proposes the limit its strategy would catch
 (or, once, a belief copied from a peer by social learning) and votes for the proposal
 closest to its own.
@@ -20,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sim.contracts.strategy import answers_many, observation_only
+from scenarios.commons.govsim import majority_reading
 from sim.core.contracts import DecisionRequest
 from sim.core.rng import randbelow_array, randbelow_many
 
@@ -57,6 +59,10 @@ def _strategy(name: str):
             return f"I plan to catch {amount} tons. I propose each of us catches at most {amount} tons."
         if request.phase == "reflect":  # (a scripted fisher is never asked; a stand-in for an LLM one may be)
             return "Catching the sustainable share keeps the lake and our income for the months to come."
+        if request.phase in ("plan", "memorize"):  # GovSim's thoughts (the same: asked of LLM fishers only)
+            return "The group talked about how much each of us should catch."
+        if request.phase == "agree":  # GovSim's framework reading the chat, when its request goes to a scripted fisher
+            return majority_reading(obs["stated"], obs["present"], obs["capacity"])
         if request.phase == "propose":  # (capped at the space's bound, which a run sets at the stock)
             if obs.get("copied"):
                 return min(float(obs["belief"]), request.space.hi)

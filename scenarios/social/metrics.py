@@ -229,6 +229,43 @@ def duplicate_share(texts: Sequence[str], seen: Optional[set[str]] = None) -> Op
     return repeats / len(texts)
 
 
+def squished(text: str) -> str:
+    """A message as MoltBook's duplicate count keys it: lower-cased, blanks at its ends gone, every run of
+    whitespace one space (R's `str_squish(str_to_lower(text))`, daveholtz/moltbook_scraper analysis/R/04_lexical.R 85)."""
+    return " ".join(text.lower().split())
+
+
+def copies_share(texts: Sequence[str]) -> Optional[float]:
+    """MoltBook's exact-duplicate share (analysis/R/04_lexical.R 20-29, 83-90): of the messages with a non-empty
+    text, the share whose squished text occurs more than once, every copy counted, the first included (3 copies
+    of a greeting count 3); None without messages."""
+    kept = [squished(t) for t in texts if t]
+    if not kept:
+        return None
+    counts = Counter(kept)
+    return sum(1 for t in kept if counts[t] > 1) / len(kept)
+
+
+def reply_edges(authors: Sequence[int] | np.ndarray, parents: Sequence[int] | np.ndarray) -> set[tuple[int, int]]:
+    """MoltBook's reply network (daveholtz/moltbook_scraper analysis/R/02_structural.R 150-173): an edge from each
+    comment's author to the author of what it replies to (the parent comment, else the post); self-replies dropped,
+    repeated edges once. `authors[i]` wrote item i, `parents[i]` is the item it replies to (< 0: a post)."""
+    a = np.asarray(authors, dtype=np.int64)
+    p = np.asarray(parents, dtype=np.int64)
+    comments = np.flatnonzero(p >= 0)
+    source, target = a[comments], a[p[comments]]
+    keep = source != target
+    return set(zip(source[keep].tolist(), target[keep].tolist()))
+
+
+def edge_reciprocity(edges: set[tuple[int, int]]) -> Optional[float]:
+    """Share of directed edges whose reverse is also an edge (igraph's `reciprocity(g)`, default mode, as
+    analysis/R/02_structural.R 188 calls it); None without edges."""
+    if not edges:
+        return None
+    return sum((v, u) in edges for u, v in edges) / len(edges)
+
+
 def template_convergence(texts: Sequence[str]) -> Optional[float]:
     """Mean pairwise cosine similarity of the texts' bag-of-words vectors (1 = all the same words).
 

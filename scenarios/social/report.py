@@ -16,15 +16,34 @@ from sim.core.rng import derive_seed
 if TYPE_CHECKING:
     from scenarios.social.model import SocialModel
 
-#: published values for a real network of AI agents, shown beside a run's (see analysis/reference.py)
+#: where MoltBook's own figures come from: Holtz, "The Anatomy of the Moltbook Social Graph" (arXiv 2602.10131), its
+#: analysis code and table at this commit (each figure computed here as that code computes it: `moltbook_figures`)
+HOLTZ = "daveholtz/moltbook_scraper@37dec4f4"
+#: published values for a real network of AI agents, shown beside a run's (see analysis/reference.py). The follow
+#: graph's reciprocity is not among them: it is an input here (the seeded graph's `follow_back`), and MoltBook's API
+#: exposes no follower graph; its 0.197 is the reply network's
 REFERENCE = {
-    "reciprocity": {"value": 0.197, "source": "MoltBook, arXiv 2602.10131",
-                    "set_by": "input: the seeded graph's follow_back (follows during the run move it a little)"},
-    "comment_depth_mean": {"value": 1.07, "source": "MoltBook, arXiv 2602.10131", "set_by": "emerges"},
-    "duplicate_share": {"value": 0.341, "source": "MoltBook, arXiv 2602.10131 (34.1% exact duplicates)",
-                        "set_by": "emerges"},
-    "participation_gini_authors": {"value": 0.84, "source": "MoltBook, arXiv 2603.16128 (Reddit: 0.47)", "reddit": 0.47,
-                                   "set_by": "emerges"},
+    "reply_reciprocity": {"value": 0.197, "source": f"MoltBook reply network ({HOLTZ} analysis/R/02_structural.R 150-189; "
+                                                    "latex/moltbook_analysis.tex 216)",
+                          "set_by": "emerges: who comments on whose posts and comments"},
+    "comments_per_post": {"value": 8.29, "source": f"MoltBook 115,031 comments / 13,875 posts ({HOLTZ} "
+                                                    "latex/moltbook_analysis.tex 154-155)",
+                          "set_by": "emerges: the members' choices between posting and commenting (post_rate, strategies)"},
+    "direct_replies_per_post": {"value": 7.70, "source": f"MoltBook mean direct replies per post ({HOLTZ} "
+                                                         "analysis/R/03_conversation.R 155-164; tex 250)",
+                                "set_by": "emerges: as comments_per_post"},
+    "comment_depth_mean": {"value": 1.07, "source": f"MoltBook ({HOLTZ} analysis/R/03_conversation.R 28-77; tex 244)",
+                           "set_by": "emerges"},
+    "duplicate_share": {"value": 0.341, "source": f"MoltBook 34.1% exact duplicates ({HOLTZ} analysis/R/04_lexical.R "
+                                                  "83-90; tex 281)",
+                        "set_by": "emerges, driven by an input: the broadcasters' share of the population (they always post "
+                                  "the same greeting)"},
+    "activity_gini": {"value": 0.839, "source": f"MoltBook activity Gini, posts + comments of active agents ({HOLTZ} "
+                                                "analysis/R/02_structural.R 28-34; tex 158)",
+                      "set_by": "mostly an input: activity_skew spreads the members' activity rates"},
+    "participation_gini_authors": {"value": 0.84, "source": "MoltBook posting Gini among authors, arXiv 2603.16128 "
+                                                            "(Reddit: 0.47)", "reddit": 0.47,
+                                   "set_by": "emerges (mostly set by activity_skew and post_rate)"},
 }
 TICK_METRIC_DOCS = {
     "active": "members active this tick (each with its own activity rate)",
@@ -32,13 +51,15 @@ TICK_METRIC_DOCS = {
     "upvotes": "upvotes this tick", "downvotes": "downvotes this tick",
     "follows": "new follows this tick", "unfollows": "unfollows this tick", "idle": "active members who did nothing",
     "follow_edges": "follow edges after this tick",
-    "reciprocity": "share of follow edges u->v whose reverse exists (networkx overall_reciprocity; MoltBook 0.197)",
+    "reciprocity": "share of follow edges u->v whose reverse exists (networkx overall_reciprocity); an input: the seeded "
+                   "graph's follow_back (MoltBook's 0.197 is the reply network's: the final reply_reciprocity)",
     "indegree_gini": "Gini of the members' follower counts (in-degree)",
     "top1_indegree_share": "share of all follows held by the top 1% of members by followers",
     "participation_gini": "Gini of posts per member so far, over all members",
     "comment_depth_mean": "mean depth of this tick's comments (1 = reply to a post)",
     "comments_unreplied_share": "share of all comments so far that have no reply",
-    "duplicate_share": "share of this tick's messages whose exact text already occurred in the run",
+    "duplicate_share": "share of this tick's messages whose exact text already occurred in the run (a repeat count; "
+                       "the run's figure counts as MoltBook does)",
     "template_convergence": "mean pairwise cosine similarity of this tick's posts' bag-of-words vectors",
     "echo_chamber": "share of this tick's feed exposures whose stance is within like_minded of the reader's opinion",
     "opinion_mean": "mean opinion (0 = no, 1 = yes to the topic)", "opinion_variance": "variance of opinions (polarisation)",
@@ -59,7 +80,8 @@ FINAL_METRIC_DOCS = {
     "follows_total": "follows over the run", "unfollows_total": "unfollows over the run",
     "idle_total": "active member-ticks with no action", "messages_total": "posts + comments over the run",
     "follow_edges": "follow edges at the end",
-    "reciprocity": "share of final follow edges whose reverse exists (MoltBook 0.197, arXiv 2602.10131)",
+    "reciprocity": "share of final follow edges whose reverse exists: an input (the seeded graph's follow_back), not "
+                   "MoltBook's 0.197 (that is reply_reciprocity)",
     "indegree_gini": "Gini of final follower counts",
     "top1_indegree_share": "share of final follows held by the top 1% of members",
     "clustering": "mean undirected local clustering of the final graph over metric_sample sampled members",
@@ -71,7 +93,17 @@ FINAL_METRIC_DOCS = {
     "participation_gini_authors": "Gini of posts per member among members with >= 1 post (MoltBook 0.84, Reddit 0.47, arXiv 2603.16128)",
     "comment_depth_mean": "mean depth of all comments, 1 = reply to a post (MoltBook 1.07)",
     "comments_unreplied_share": "share of all comments that got no reply",
-    "duplicate_share": "share of all messages whose exact text occurred earlier in the run (MoltBook 34.1%)",
+    "duplicate_share": "MoltBook's exact duplicates (34.1%): share of all messages whose lower-cased, whitespace-squeezed "
+                       "text occurs more than once in the run, every copy counted (runs before contract 8: the share whose "
+                       "exact text occurred earlier, repeats after the first)",
+    "reply_reciprocity": "MoltBook's reciprocity (0.197): the reply network (an edge from each comment's author to the "
+                         "author of its parent comment or post; self-replies dropped, repeated edges once), share of edges "
+                         "whose reverse exists; null without edges (contract 8 on)",
+    "reply_edges": "edges of that reply network (how thin it is; MoltBook: 70,145) (contract 8 on)",
+    "comments_per_post": "comments / posts over the run (MoltBook 115,031 / 13,875 = 8.29) (contract 8 on)",
+    "direct_replies_per_post": "comments on a post (depth 1) / posts, all posts counted (MoltBook 7.70) (contract 8 on)",
+    "activity_gini": "Gini of posts + comments per member, over members with at least one (MoltBook 0.839) "
+                     "(contract 8 on)",
     "template_convergence": "mean over ticks of the mean pairwise bag-of-words cosine similarity of the tick's posts",
     "echo_chamber": "share of all feed exposures over the run whose stance was within like_minded of the reader",
     "opinion_mean": "final mean opinion", "opinion_variance": "final opinion variance (polarisation)",
@@ -145,6 +177,26 @@ def tick_metrics(model: "SocialModel") -> dict[str, Optional[float]]:
     return out
 
 
+def moltbook_figures(model: "SocialModel") -> dict[str, Optional[float]]:
+    """The run's figures as MoltBook's analysis code computes them (`HOLTZ`): exact duplicates (every copy of a
+    squished text seen more than once), the reply network's reciprocity and size, comments and direct replies per
+    post, and the activity Gini (posts + comments, active members)."""
+    it = model.items
+    n = it.n
+    parents = it.parent[:n]
+    edges = M.reply_edges(it.author[:n], parents)
+    posts = int((parents < 0).sum())
+    activity = model.posts_by + model.comments_by
+    active = activity[activity > 0]
+    return {
+        "duplicate_share": M.copies_share(it.text),
+        "reply_reciprocity": M.edge_reciprocity(edges), "reply_edges": float(len(edges)),
+        "comments_per_post": (n - posts) / posts if posts else None,
+        "direct_replies_per_post": float((it.depth[:n] == 1).sum()) / posts if posts else None,
+        "activity_gini": M.gini(active) if active.size else None,
+    }
+
+
 def run_metrics(model: "SocialModel") -> dict[str, Optional[float]]:
     """The run's figures: activity totals, the final graph, discourse, opinions, and responsiveness to reward."""
     it = model.items
@@ -163,7 +215,7 @@ def run_metrics(model: "SocialModel") -> dict[str, Optional[float]]:
         "participation_gini_authors": M.gini(authors) if authors.size else None,
         "comment_depth_mean": M.mean_or_none(it.depth[: it.n][comments]),
         "comments_unreplied_share": M.unreplied_share(it.replies[: it.n][comments]),
-        "duplicate_share": (it.n - len(model.texts_seen)) / it.n if it.n else None,
+        **model.edition.compared(model),
         "template_convergence": float(np.mean(model.convergence)) if model.convergence else None,
         "echo_chamber": M.rate(model.exposure[0], model.exposure[1]),
         **opinion_metrics(model),

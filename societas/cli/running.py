@@ -40,6 +40,7 @@ def run(
     as_json: bool = JsonOption,
 ) -> None:
     """Run a scenario and store it; prints a summary (or one JSON object with --json)."""
+    from analysis.reference import comparison_rows
     from analysis.summary import run_summary
     from runner.backends import preflight
     from runner.config import build_spec, llm_overrides
@@ -57,8 +58,9 @@ def run(
     result = with_progress(f"{scenario} seed {spec.seed}", as_json,
                            lambda progress: execute(spec, store, progress=progress),
                            total=horizon(spec), info=info)
-    if as_json:
-        print(json.dumps(result.to_json()))
+    if as_json:  # (with the published values beside the run's figures, where the scenario has any)
+        rows = comparison_rows(result.scenario, result.metrics)
+        print(json.dumps({**result.to_json(), **({"reference": rows} if rows else {})}))
         return
     table = Table(title=f"{scenario} — run {result.run_id}: {result.status}, {result.ticks} ticks, {result.duration_s:.1f}s "
                         "(final metrics: whole run)")
