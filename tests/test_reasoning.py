@@ -115,16 +115,22 @@ def test_govsim_protocol_hides_threshold_and_horizon_and_reasons_each_catch():
 
 
 def test_vh2024_protocol_gives_the_goal_and_no_direct_reciprocity_cue():
+    """The goal is in the paper's system prompt of every request (issue 36: the prompts are the paper's), and a
+    recipient keeps no memory of who gave to it (the paper's players have no memory at all)."""
     model = _model("donor", "scenarios/donor/configs/vh2024.yaml", agents=4, rounds=2, generations=1)
     assert model.config.trace_depth == 3 and model.reward_layer.feedback == "none"
-    assert "Your goal is to maximize the number of units you have after the final round." in model._rules()
+    from agents.llm.prompts import render_messages
     from sim.core.contracts import Decision
 
     model.step()  # round 1 (strategies written by the default, gifts at the default 0: answer them here)
     donor_id, recipient = next(iter(model.pairs.items()))
+    system = render_messages(model.observe(model.agent_map()[donor_id], "donate"))[0]["content"]
+    assert "Your goal is to maximize the number of units you have after the final round." in system
     model.modes[donor_id] = "give"
-    model.act("donate", [Decision(donor_id, "donate", 50.0, "llm")])
+    model.act("donate", [Decision(donor_id, "donate", 5.0, "llm")])
+    assert recipient.resources > model.config.endowment  # the gift arrived (5 units, doubled)
     assert not any("gave me" in line for line in recipient.memory.render("x").splitlines())
+    assert not recipient.memory.items and not model.agent_map()[donor_id].memory.items
     assert model.reward_layer.feedback_for(recipient.unique_id, {recipient.unique_id: 3.0}, {}) == {}
 
 

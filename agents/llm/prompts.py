@@ -17,6 +17,11 @@ asked"), and the agent's memory items follow its identity without a header; with
 the number only." follows and memory opens with "What you remember:" (templates/user.txt). Runs keep
 the template of their profile (`builtin_template`), so they replay from their cache; a user's
 `PromptTemplate` that sets no `user` text renders with templates/user.txt, whatever the profile.
+
+A paper protocol words two things itself, per request (`DecisionRequest.system_prompt`, `.answer_prompt`):
+its system message replaces the template's (it holds the paper's rules, so it wins over a user's template
+too), and its answer instructions replace the sentence after the question (${answer}: "Think it through
+step by step ..." or "Answer with ..."). A request without them renders as it always did.
 """
 
 from __future__ import annotations
@@ -195,7 +200,9 @@ def _render(request: DecisionRequest, system: str, pattern: str, memory_header: 
     memory = ((f"{memory_header}\n" if memory_header else "") + f"{request.memory}\n") if request.memory else ""
     feedback = f"{request.feedback}\n" if request.feedback else ""
     described = request.space.describe()
-    if reasoned(request):
+    if request.answer_prompt:  # a paper protocol's own words for how to answer
+        hint, answer = " " + request.answer_prompt, request.answer_prompt
+    elif reasoned(request):
         reasoning = reasoning_format(request.space, described)
         hint, answer = " " + reasoning, reasoning
     else:
@@ -207,7 +214,7 @@ def _render(request: DecisionRequest, system: str, pattern: str, memory_header: 
     while "\n\n" in user:
         user = user.replace("\n\n", "\n")
     return [
-        {"role": "system", "content": system},
+        {"role": "system", "content": request.system_prompt or system},
         {"role": "user", "content": user.strip()},
     ]
 

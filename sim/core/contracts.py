@@ -31,6 +31,9 @@ class DecisionRequest:
     prompts share their beginning; `default` is what a fallback uses (must lie in `space`).
     `reason_tokens` > 0 asks an LLM to reason (at most that many tokens) before its answer, which
     follows "Answer:" (a paper protocol's step-by-step reasoning); scripted strategies ignore it.
+    `system_prompt` and `answer_prompt` are a paper protocol's own words, used where the prompt template would
+    put the platform's: the system message, and the sentence after the question that says how to answer ("Think
+    it through step by step ...", "Answer with ..."); empty (the default): the template's, as before.
     """
 
     agent_id: int
@@ -49,6 +52,8 @@ class DecisionRequest:
     seed: int = 0
     own_context: str = ""
     reason_tokens: int = 0
+    system_prompt: str = ""
+    answer_prompt: str = ""
 
     def __post_init__(self) -> None:
         space, default = self.space, self.default

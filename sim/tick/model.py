@@ -357,13 +357,17 @@ class SocietyModel(mesa.Model):
         question: str,
         own_context: str = "",
         reason_tokens: int = 0,
+        system_prompt: str = "",
+        answer_prompt: str = "",
     ) -> DecisionRequest:
         """Build a request with everything the decision layer needs from this agent.
 
         Prompt text (memory, feedback) is rendered only for agents whose decisions read it
         (LLM agents); a scripted strategy reads `observation` alone. `context` is the text every
         agent shares; `own_context` this agent's own part (see DecisionRequest); `reason_tokens`
-        the reasoning an LLM agent writes before its answer (a paper protocol's; 0: none).
+        the reasoning an LLM agent writes before its answer (a paper protocol's; 0: none);
+        `system_prompt` and `answer_prompt` a paper protocol's own system message and answer instructions
+        (empty: the prompt template's).
         """
         text = agent.policy == "llm"
         return DecisionRequest(
@@ -373,6 +377,7 @@ class SocietyModel(mesa.Model):
             feedback=describe_feedback(agent.feedback) if text else "",
             seed=self.seeds.seed_for(self.tick, agent.unique_id, phase), own_context=own_context,
             reason_tokens=reason_tokens if text else 0,
+            system_prompt=system_prompt if text else "", answer_prompt=answer_prompt if text else "",
         )
 
     def batch_request(self, agents: Sequence[SocietyAgent], phase: str, space: Space, default: Any,
