@@ -174,7 +174,8 @@ def test_a_donation_prompt_is_the_papers_and_shows_no_cue_it_does_not(prompts):
         for where, quote, _ in QUOTES:
             if where in ("donation", "donation, trace") and quote != "of their resources to":
                 assert quote in user, quote
-        assert f"It is now round {r.observation['round']}. " in user and f"This is generation {r.observation['generation']}." in user
+        o = r.observation
+        assert f"It is now round {o['round']}. " in user and f"This is generation {o['generation']}." in user
         for absent in ("I gave", "Game 1 ended", "Game 2 ended", "survived", "Earlier:", "Last round", "best-performing",
                        "surviving agents", "Think it through", "What percent", "player "):
             assert absent not in user, (absent, user)

@@ -32,6 +32,27 @@ def test_a_reasoning_request_asks_for_reasoning_then_an_answer_line():
     assert render_messages(req(64, space=Text(10), default="x")) == render_messages(req(0, space=Text(10), default="x"))
 
 
+def test_a_request_may_word_its_own_system_message_and_answer_instructions():
+    """A paper protocol's own system text replaces the template's (a user's too: it holds the paper's rules), and its
+    answer instructions replace the platform's reasoning sentence, or its answer sentence; empty, nothing changes."""
+    from dataclasses import replace
+
+    from agents.llm.prompts import PromptTemplate
+
+    paper = "Let's think step-by-step. Put the final answer after \"Answer:\", example Answer: N tons."
+    for reason, space, default in ((64, NUM, 0.0), (0, NUM, 0.0), (0, Text(10), "x")):
+        plain = req(reason, space=space, default=default)
+        own = replace(plain, system_prompt="You are John, a fisherman.", answer_prompt=paper)
+        base, got = render_messages(plain), render_messages(own)
+        assert got[0] == {"role": "system", "content": "You are John, a fisherman."} != base[0]
+        assert got[1]["content"].endswith("How many?\n" + paper)
+        assert "Think it through" not in got[1]["content"] and "Answer with" not in got[1]["content"]
+        assert got[1]["content"].split("\n")[:-1] == base[1]["content"].split("\n")[:-1]  # all but the last line kept
+        terse = PromptTemplate(system="Answer in as few words as possible.")
+        assert render_messages(own, terse)[0]["content"] == "You are John, a fisherman."
+        assert render_messages(replace(own, system_prompt="", answer_prompt=""), terse) == render_messages(plain, terse)
+
+
 def test_the_reasoning_budget_enters_the_cache_key_only_when_there_is_one():
     msgs = render_messages(req())
     old = cache_key("m", msgs, NUM, {"t": 1}, 1)

@@ -217,7 +217,8 @@ class DonorModel(SocietyModel):
         """An LLM player without a strategy writes one (at the start of its generation)."""
         if agent.policy != "llm" or agent.strategy_text is not None:
             return None
-        space, default, obs = Text(max_tokens=self.config.strategy_tokens), "I give half of my resources to those who gave before.", {"generation": self.generation}
+        space, obs = Text(max_tokens=self.config.strategy_tokens), {"generation": self.generation}
+        default = "I give half of my resources to those who gave before."
         if self.paper:  # the paper's prompt: generation 1's, or a newcomer's with the survivors' strategies
             question, answer = self._paper_strategy_prompt(agent)
             return self.request(agent, "strategy", space, default, obs, "", question, answer_prompt=answer,

@@ -2,8 +2,8 @@
 
 The gift is asked in the same space at every level (0 to 100% of the donor's resources, or 0 to its resources in
 units under Vallinder & Hughes's prompts, which the recipient's past gift does not change), so a donor blind to
-the reputation gives the same share at every level. Negative control: a donor that gives 10% whatever the recipient did; positive control: one that
-gives the share the recipient gave.
+the reputation gives the same share at every level. Negative control: a donor that gives 10% whatever the
+recipient did; positive control: one that gives the share the recipient gave.
 """
 
 from __future__ import annotations

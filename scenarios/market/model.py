@@ -108,7 +108,8 @@ class MarketModel(SocietyModel):
         discounts = c.pricing == "decide"
         floors = [b.floor_pct if discounts and (b.policy == "llm" or b.strategy == "discount") else 100 for b in self.sellers]
         #: every amenity a customer may ask about (`offer_amenities: asked`)
-        self.amenity_names = sorted({a for b in m.businesses for a in b.amenities} | {a for cu in m.customers for a in cu.amenities})
+        self.amenity_names = sorted({a for b in m.businesses for a in b.amenities}
+                                    | {a for cu in m.customers for a in cu.amenities})
         self.ratio_optimum = self.edition.ratio_optimum(m, self.index, floors, self.optimal)
         self.totals = dict(payments=0, met=0, first=0, rank_sum=0, proposals=0, messages=0, replies=0, influenced=0,
                            tracked=0, welfare=0.0, revenue=0.0, left=0, timed_out=0)
@@ -327,8 +328,9 @@ class MarketModel(SocietyModel):
                 sold = {i: round(b.business.menu[i] * factor, 2) for i in self._offered(b, q)}
                 if not sold:
                     self.tick_counts["replies"] += 1
-                    text = (f"Sorry, {b.business.name} does not sell {', '.join(cu.items)}." if self.config.offer_items == "request"
-                            else f"Sorry, {b.business.name} sells nothing the message names.")
+                    text = (f"Sorry, {b.business.name} does not sell {', '.join(cu.items)}."
+                            if self.config.offer_items == "request" else
+                            f"Sorry, {b.business.name} sells nothing the message names.")
                     self.emit("reply", b.unique_id, s.unique_id, text=text)
                     continue
                 p = Proposal(b.index, sold, round(sum(sold.values()), 2), q.arrival, q.search_rank,
