@@ -115,7 +115,8 @@ def test_every_customer_prompt_opens_with_magentics_assistant_text(prompts):
     phases = {r.phase for r, _ in prompts}
     assert phases == {"search", "message", "pay"}  # no business is asked anything: offers are at menu prices
     for r, m in prompts:
-        user = m[1]["content"]
+        assert [x["role"] for x in m] == ["user"]  # Magentic sends one user message, no system message
+        user = m[0]["content"]
         for where, quote, _, _ in QUOTES:
             if where == "customer":
                 assert quote in user, (r.phase, quote)
@@ -127,7 +128,7 @@ def test_no_prompt_holds_what_magentic_does_not_show(prompts):
     """No offer lists its business's amenities, no per-round reward line, no discount or floor, no missing-item note,
     and the platform's step prompt of Magentic's action loop is not asked (the phases ask one action each)."""
     for r, m in prompts:
-        user = m[1]["content"]
+        user = m[-1]["content"]
         for absent in ("Amenities:", "Last round", "discount", "floor", "(missing:", "What action should you take?"):
             assert absent not in user, (r.phase, absent)
 

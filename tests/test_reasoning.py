@@ -42,7 +42,7 @@ def test_a_request_may_word_its_own_system_message_and_answer_instructions():
     paper = "Let's think step-by-step. Put the final answer after \"Answer:\", example Answer: N tons."
     for reason, space, default in ((64, NUM, 0.0), (0, NUM, 0.0), (0, Text(10), "x")):
         plain = req(reason, space=space, default=default)
-        own = replace(plain, system_prompt="You are John, a fisherman.", answer_prompt=paper)
+        own = replace(plain, system="You are John, a fisherman.", answer_prompt=paper)
         base, got = render_messages(plain), render_messages(own)
         assert got[0] == {"role": "system", "content": "You are John, a fisherman."} != base[0]
         assert got[1]["content"].endswith("How many?\n" + paper)
@@ -50,7 +50,8 @@ def test_a_request_may_word_its_own_system_message_and_answer_instructions():
         assert got[1]["content"].split("\n")[:-1] == base[1]["content"].split("\n")[:-1]  # all but the last line kept
         terse = PromptTemplate(system="Answer in as few words as possible.")
         assert render_messages(own, terse)[0]["content"] == "You are John, a fisherman."
-        assert render_messages(replace(own, system_prompt="", answer_prompt=""), terse) == render_messages(plain, terse)
+        assert render_messages(replace(own, system=None, answer_prompt=""), terse) == render_messages(plain, terse)
+        assert render_messages(replace(own, system=""))[0]["role"] == "user"  # "": one user turn, no system message
 
 
 def test_the_reasoning_budget_enters_the_cache_key_only_when_there_is_one():

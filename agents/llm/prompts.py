@@ -10,6 +10,11 @@ then the question and the answer format:
             memory, feedback                               (the agent's own)
             question, answer format                        (last)
 
+A request may carry a paper protocol's own words where the platform has its own: `request.system` replaces the
+template's system message ("" sends none: the model's chat template decides, as for a paper that sends one user
+turn), and `request.answer_prompt` replaces the answer sentence (${answer} and ${answer_hint}), reasoning or not
+(GovSim's "Let's think step-by-step. Put the final answer after "Answer:", example Answer: N tons.").
+
 The built-in template is the one of the run's decision profile (`sim.core.profiles`): with
 `compact_prompt` the question is followed by one sentence, "Answer with a number from 0 to 68 in steps
 of 1." (templates/user-contract4.txt; the system message already asks for answers "exactly in the form
@@ -17,11 +22,6 @@ asked"), and the agent's memory items follow its identity without a header; with
 the number only." follows and memory opens with "What you remember:" (templates/user.txt). Runs keep
 the template of their profile (`builtin_template`), so they replay from their cache; a user's
 `PromptTemplate` that sets no `user` text renders with templates/user.txt, whatever the profile.
-
-A paper protocol words two things itself, per request (`DecisionRequest.system_prompt`, `.answer_prompt`):
-its system message replaces the template's (it holds the paper's rules, so it wins over a user's template
-too), and its answer instructions replace the sentence after the question (${answer}: "Think it through
-step by step ..." or "Answer with ..."). A request without them renders as it always did.
 """
 
 from __future__ import annotations
@@ -200,7 +200,10 @@ def _render(request: DecisionRequest, system: str, pattern: str, memory_header: 
     memory = ((f"{memory_header}\n" if memory_header else "") + f"{request.memory}\n") if request.memory else ""
     feedback = f"{request.feedback}\n" if request.feedback else ""
     described = request.space.describe()
-    if request.answer_prompt:  # a paper protocol's own words for how to answer
+    if request.answer_prompt:  # a protocol's own words (a reasoned answer is read after "Answer:")
+        if reasoned(request) and "Answer:" not in request.answer_prompt:
+            raise ValueError(f'a request that reasons must ask for its answer after "Answer:", not '
+                             f"{request.answer_prompt[:80]!r}")
         hint, answer = " " + request.answer_prompt, request.answer_prompt
     elif reasoned(request):
         reasoning = reasoning_format(request.space, described)
@@ -213,10 +216,11 @@ def _render(request: DecisionRequest, system: str, pattern: str, memory_header: 
     )
     while "\n\n" in user:
         user = user.replace("\n\n", "\n")
-    return [
-        {"role": "system", "content": request.system_prompt or system},
-        {"role": "user", "content": user.strip()},
-    ]
+    user_message = {"role": "user", "content": user.strip()}
+    if request.system is None:  # the template's system message (sent even when a user's template leaves it empty)
+        return [{"role": "system", "content": system}, user_message]
+    own_system = request.system.strip()
+    return [{"role": "system", "content": own_system}, user_message] if own_system else [user_message]
 
 
 def reasons(space: Any) -> bool:

@@ -222,7 +222,7 @@ class DonorModel(SocietyModel):
         if self.paper:  # the paper's prompt: generation 1's, or a newcomer's with the survivors' strategies
             question, answer = self._paper_strategy_prompt(agent)
             return self.request(agent, "strategy", space, default, obs, "", question, answer_prompt=answer,
-                                system_prompt=self._paper_system())
+                                system=self._paper_system())
         context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy="")
         return self.request(agent, "strategy", space, default, obs, context, tpl.QUESTIONS["strategy"].substitute())
 
@@ -258,7 +258,7 @@ class DonorModel(SocietyModel):
         if self.paper:  # the paper's question: how many units, between 0 and what the donor has
             own, question = self._paper_donation_prompt(agent, recipient, obs["trace"])
             return self.request(agent, "donate", Number(0, round(agent.resources, 2), 0), 0.0, obs, "", question, own,
-                                reason_tokens=self.config.reasoning, system_prompt=self._paper_system(),
+                                reason_tokens=self.config.reasoning, system=self._paper_system(),
                                 answer_prompt=vh2024.DONATION_ANSWER)
         question = tpl.QUESTIONS[mode].substitute(recipient=recipient.unique_id)
         return self.request(agent, "donate", Number(0, 100, 1), 0.0, obs, context, question, reason_tokens=self.config.reasoning)

@@ -107,6 +107,8 @@ class MarketModel(SocietyModel):
         # what the welfare ratio divides by (the run's edition: the optimum at the lowest prices the sellers may charge)
         discounts = c.pricing == "decide"
         floors = [b.floor_pct if discounts and (b.policy == "llm" or b.strategy == "discount") else 100 for b in self.sellers]
+        #: a customer's assistant's system message: Magentic's is one user message, without one (`customer_view: magentic`)
+        self._customer_system = "" if c.customer_view == "magentic" else None
         #: every amenity a customer may ask about (`offer_amenities: asked`)
         self.amenity_names = sorted({a for b in m.businesses for a in b.amenities}
                                     | {a for cu in m.customers for a in cu.amenities})
@@ -180,7 +182,7 @@ class MarketModel(SocietyModel):
         obs = {"request": s.customer.request, "items": list(s.customer.items)}
         context = prompts.customer_text(self, s) if s.policy == "llm" else ""
         return self.request(s, "search", Text(max_tokens=SEARCH_TOKENS), search_query(obs), obs, context,
-                            tpl.QUESTIONS["search"].substitute())
+                            tpl.QUESTIONS["search"].substitute(), system=self._customer_system)
 
     def _act_search(self, decisions: Sequence[Decision]) -> None:
         by_id, bandwidth = self.agent_map(), self.config.bandwidth
@@ -198,7 +200,8 @@ class MarketModel(SocietyModel):
             obs["ask"] = list(s.customer.amenities)  # a scripted customer asks about the amenities it needs
         context = prompts.found(self, s) if s.policy == "llm" else ""
         question = tpl.QUESTIONS["message"].substitute()
-        return self.request(s, "message", Text(max_tokens=self.config.message_tokens), inquiry(obs), obs, context, question)
+        return self.request(s, "message", Text(max_tokens=self.config.message_tokens), inquiry(obs), obs, context, question,
+                            system=self._customer_system)
 
     def _act_message(self, decisions: Sequence[Decision]) -> None:
         by_id = self.agent_map()
@@ -224,7 +227,8 @@ class MarketModel(SocietyModel):
         options = [p.option for p in s.proposals] + ([WAIT] if can_wait else []) + [LEAVE]
         context = prompts.proposals(self, s) if s.policy == "llm" else ""
         question = tpl.QUESTIONS["pay"].substitute(wait=tpl.WAIT if can_wait else "")
-        return self.request(s, "pay", Choice(options), WAIT if can_wait else LEAVE, obs, context, question)
+        return self.request(s, "pay", Choice(options), WAIT if can_wait else LEAVE, obs, context, question,
+                            system=self._customer_system)
 
     def _act_pay(self, decisions: Sequence[Decision]) -> None:
         by_id = self.agent_map()

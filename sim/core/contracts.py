@@ -31,9 +31,11 @@ class DecisionRequest:
     prompts share their beginning; `default` is what a fallback uses (must lie in `space`).
     `reason_tokens` > 0 asks an LLM to reason (at most that many tokens) before its answer, which
     follows "Answer:" (a paper protocol's step-by-step reasoning); scripted strategies ignore it.
-    `system_prompt` and `answer_prompt` are a paper protocol's own words, used where the prompt template would
-    put the platform's: the system message, and the sentence after the question that says how to answer ("Think
-    it through step by step ...", "Answer with ..."); empty (the default): the template's, as before.
+    A paper protocol may say things in its own words where the platform has its own: `system` is the
+    request's system message in place of the prompt template's (None: the template's; "": no system
+    message at all, as a paper that sends a single user turn), and `answer_prompt` its instruction for
+    answering in place of the platform's ("Answer with ..." or, with reasoning, "Think it through step by
+    step ..."; "": the platform's). Scripted strategies ignore both.
     """
 
     agent_id: int
@@ -52,7 +54,7 @@ class DecisionRequest:
     seed: int = 0
     own_context: str = ""
     reason_tokens: int = 0
-    system_prompt: str = ""
+    system: Optional[str] = None
     answer_prompt: str = ""
 
     def __post_init__(self) -> None:

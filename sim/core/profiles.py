@@ -61,7 +61,8 @@ PROFILES: dict[int, DecisionProfile] = {
                        tick_noun=True, metrics=2),
     7: DecisionProfile(7, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
                        tick_noun=True, metrics=2, reward_components=True),
-    # 8: the platform's switches as 7; the scenarios' editions changed (the paper protocols, issue 36)
+    # (issue 36: the paper protocols word for word, corrected readings and MoltBook figures; the platform's own
+    # switches are those of 7: what changed is in the scenarios' editions)
     8: DecisionProfile(8, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
                        tick_noun=True, metrics=2, reward_components=True),
 }

@@ -357,7 +357,7 @@ class SocietyModel(mesa.Model):
         question: str,
         own_context: str = "",
         reason_tokens: int = 0,
-        system_prompt: str = "",
+        system: Optional[str] = None,
         answer_prompt: str = "",
     ) -> DecisionRequest:
         """Build a request with everything the decision layer needs from this agent.
@@ -365,9 +365,9 @@ class SocietyModel(mesa.Model):
         Prompt text (memory, feedback) is rendered only for agents whose decisions read it
         (LLM agents); a scripted strategy reads `observation` alone. `context` is the text every
         agent shares; `own_context` this agent's own part (see DecisionRequest); `reason_tokens`
-        the reasoning an LLM agent writes before its answer (a paper protocol's; 0: none);
-        `system_prompt` and `answer_prompt` a paper protocol's own system message and answer instructions
-        (empty: the prompt template's).
+        the reasoning an LLM agent writes before its answer (a paper protocol's; 0: none); `system`
+        and `answer_prompt` a paper protocol's own system message ("": none) and answer instruction,
+        in place of the platform's (agents.llm.prompts).
         """
         text = agent.policy == "llm"
         return DecisionRequest(
@@ -376,8 +376,8 @@ class SocietyModel(mesa.Model):
             question=question, persona=agent.persona, memory=agent.memory.render(question, noun=self.memory_noun) if text else "",
             feedback=describe_feedback(agent.feedback) if text else "",
             seed=self.seeds.seed_for(self.tick, agent.unique_id, phase), own_context=own_context,
-            reason_tokens=reason_tokens if text else 0,
-            system_prompt=system_prompt if text else "", answer_prompt=answer_prompt if text else "",
+            reason_tokens=reason_tokens if text else 0, system=system if text else None,
+            answer_prompt=answer_prompt if text else "",
         )
 
     def batch_request(self, agents: Sequence[SocietyAgent], phase: str, space: Space, default: Any,
