@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 _NOT_WORD = re.compile(r"[^0-9a-z]+")
 
@@ -22,13 +23,19 @@ def words(text: str) -> str:
     return " " + " ".join(_NOT_WORD.sub(" ", text.lower()).split()) + " "
 
 
+@lru_cache(maxsize=1 << 16)
+def _key(name: str) -> str:
+    """A menu item's or amenity's name as the matching reads it (names repeat across messages: made once)."""
+    return words(name)
+
+
 def named_in(message: str, names: Iterable[str]) -> list[str]:
     """The `names` the message names (whole words, in order), longest first; a name inside a longer one found at
     the same place is not read twice."""
     text = words(message)
     found = []
-    for name in sorted(set(names), key=lambda n: (-len(words(n)), n)):
-        key = words(name)
+    for name in sorted(set(names), key=lambda n: (-len(_key(n)), n)):
+        key = _key(name)
         if key.strip() and key in text:
             found.append(name)
             text = text.replace(key, " | ", 1)

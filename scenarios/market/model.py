@@ -106,7 +106,8 @@ class MarketModel(SocietyModel):
         self.optimal = measures.optimal_welfare(m, self.index)
         # what the welfare ratio divides by (the run's edition: the optimum at the lowest prices the sellers may charge)
         discounts = c.pricing == "decide"
-        floors = [b.floor_pct if discounts and (b.policy == "llm" or b.strategy == "discount") else 100 for b in self.sellers]
+        floors = [b.floor_pct if discounts and (b.policy == "llm" or b.strategy == "discount") else 100
+                  for b in self.sellers]
         #: a customer's assistant's system message: Magentic's is one user message, without one (`customer_view: magentic`)
         self._customer_system = "" if c.customer_view == "magentic" else None
         #: every amenity a customer may ask about (`offer_amenities: asked`)
