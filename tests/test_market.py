@@ -377,10 +377,14 @@ def test_magentic_protocol_business_sees_its_menu_and_offers_carry_no_notes():
         first = next(iter(s.customer.items))
         m.offer(s, 0, {first: 1.0}, full=False, amenities=True)  # an offer missing the other items
         assert ("(missing:" in m.observe(s, "pay").context) is shown
-    model = _magentic()
+    from scenarios.market.participants import Inquiry
+    menu_priced = _magentic()  # magentic.yaml quotes menu prices (`pricing: menu`): no business is asked a price
+    menu_priced.steps += 1
+    menu_priced.sellers[0].inbox = [Inquiry(menu_priced.shoppers[0], "Hello, an offer please.", 0.0, 0)]
+    assert menu_priced.observe(menu_priced.sellers[0], "respond") is None
+    model = _magentic(pricing="decide")  # where a business decides its price, it reads Magentic's view (`menu_prompt`)
     model.steps += 1
     b, s0 = model.sellers[0], model.shoppers[0]
-    from scenarios.market.participants import Inquiry
     b.inbox = [Inquiry(s0, "Hello, an offer please.", 0.0, 0)]
     s0.done = False
     r = model.observe(b, "respond")

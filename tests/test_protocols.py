@@ -70,16 +70,18 @@ def test_the_paper_protocols_close_what_the_page_says_they_close():
     assert "collapses" not in govsim and "of 12" not in govsim and 'final answer after "Answer:"' in govsim
     request, _ = _gen.prompt_of("commons@govsim")
     assert request.reason_tokens == 128
+    # vh2024: the goal is in the paper's system prompt, and the trace in its sentences (issue 36)
+    request, messages = _gen.prompt_of("donor@vh2024")
+    assert "Your goal is to maximize the number of units you have after the final round." in messages[0]["content"]
     vh = _user("donor@vh2024")
-    assert "Your goal is to maximize the number of units you have after the final round." in vh
-    assert vh.count(" gave ") + vh.count("has not been a donor") >= 2  # the trace reaches past the recipient
-    request, _ = _gen.prompt_of("donor@vh2024")
+    assert vh.count(" donated ") + vh.count("did not have any previous interactions") >= 2  # the trace reaches past the recipient
     assert request.reason_tokens == 128
 
 
 def test_the_market_paper_protocol_shows_the_request_alone_and_no_offer_notes():
     user = _user("market@magentic")
-    assert "worth $" not in user and "twice the value" not in user and "Customer request:" in user
+    # the request inside Magentic's own assistant text (customer_view: magentic, issue 36)
+    assert "worth $" not in user and "twice the value" not in user and "They have the following request: " in user
     assert "(missing:" not in user
 
 

@@ -32,6 +32,28 @@ def test_a_reasoning_request_asks_for_reasoning_then_an_answer_line():
     assert render_messages(req(64, space=Text(10), default="x")) == render_messages(req(0, space=Text(10), default="x"))
 
 
+def test_a_request_may_word_its_own_system_message_and_answer_instructions():
+    """A paper protocol's own system text replaces the template's (a user's too: it holds the paper's rules), and its
+    answer instructions replace the platform's reasoning sentence, or its answer sentence; empty, nothing changes."""
+    from dataclasses import replace
+
+    from agents.llm.prompts import PromptTemplate
+
+    paper = "Let's think step-by-step. Put the final answer after \"Answer:\", example Answer: N tons."
+    for reason, space, default in ((64, NUM, 0.0), (0, NUM, 0.0), (0, Text(10), "x")):
+        plain = req(reason, space=space, default=default)
+        own = replace(plain, system="You are John, a fisherman.", answer_prompt=paper)
+        base, got = render_messages(plain), render_messages(own)
+        assert got[0] == {"role": "system", "content": "You are John, a fisherman."} != base[0]
+        assert got[1]["content"].endswith("How many?\n" + paper)
+        assert "Think it through" not in got[1]["content"] and "Answer with" not in got[1]["content"]
+        assert got[1]["content"].split("\n")[:-1] == base[1]["content"].split("\n")[:-1]  # all but the last line kept
+        terse = PromptTemplate(system="Answer in as few words as possible.")
+        assert render_messages(own, terse)[0]["content"] == "You are John, a fisherman."
+        assert render_messages(replace(own, system=None, answer_prompt=""), terse) == render_messages(plain, terse)
+        assert render_messages(replace(own, system=""))[0]["role"] == "user"  # "": one user turn, no system message
+
+
 def test_the_reasoning_budget_enters_the_cache_key_only_when_there_is_one():
     msgs = render_messages(req())
     old = cache_key("m", msgs, NUM, {"t": 1}, 1)
@@ -116,16 +138,22 @@ def test_govsim_protocol_hides_threshold_and_horizon_and_reasons_each_catch():
 
 
 def test_vh2024_protocol_gives_the_goal_and_no_direct_reciprocity_cue():
+    """The goal is in the paper's system prompt of every request (issue 36: the prompts are the paper's), and a
+    recipient keeps no memory of who gave to it (the paper's players have no memory at all)."""
     model = _model("donor", "scenarios/donor/configs/vh2024.yaml", agents=4, rounds=2, generations=1)
     assert model.config.trace_depth == 3 and model.reward_layer.feedback == "none"
-    assert "Your goal is to maximize the number of units you have after the final round." in model._rules()
+    from agents.llm.prompts import render_messages
     from sim.core.contracts import Decision
 
     model.step()  # round 1 (strategies written by the default, gifts at the default 0: answer them here)
     donor_id, recipient = next(iter(model.pairs.items()))
+    system = render_messages(model.observe(model.agent_map()[donor_id], "donate"))[0]["content"]
+    assert "Your goal is to maximize the number of units you have after the final round." in system
     model.modes[donor_id] = "give"
-    model.act("donate", [Decision(donor_id, "donate", 50.0, "llm")])
+    model.act("donate", [Decision(donor_id, "donate", 5.0, "llm")])
+    assert recipient.resources > model.config.endowment  # the gift arrived (5 units, doubled)
     assert not any("gave me" in line for line in recipient.memory.render("x").splitlines())
+    assert not recipient.memory.items and not model.agent_map()[donor_id].memory.items
     assert model.reward_layer.feedback_for(recipient.unique_id, {recipient.unique_id: 3.0}, {}) == {}
 
 

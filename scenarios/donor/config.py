@@ -1,5 +1,6 @@
 """The donor game's config: generations, games and rounds, the gift's multiplier, costly punishment, the first
-generation's scripted strategy and its mutation, and the paper protocol's switches (justification, goal, cues)."""
+generation's scripted strategy and its mutation, and the paper protocol's switches (its prompts, justification,
+goal, cues)."""
 
 from __future__ import annotations
 
@@ -39,11 +40,18 @@ class DonorConfig(ScenarioConfig):
                                    "that Vallinder & Hughes's pairing avoids: false there)")
     strategy_tokens: int = Field(40, ge=4, le=512, description="an LLM player's written strategy: at most this many tokens")
     mutation: float = Field(0.05, ge=0, le=1, description="s.d. of the Gaussian mutation of inherited fraction and threshold")
+    prompts: Literal["platform", "vh2024"] = Field(
+        "platform", description="what LLM players read: platform (the compact protocol: the rules, a percent asked) or "
+                                "vh2024 (Vallinder & Hughes's system, strategy and donation prompts word for word, the gift "
+                                "in units, no memory; survivors' strategies only in newcomers' strategy prompts)")
 
     @model_validator(mode="after")
     def _check(self) -> "DonorConfig":
         if self.agents % 2:
             raise ValueError(f"agents must be even (two halves donate in turn), got {self.agents}")
+        if self.prompts == "vh2024" and self.punishment:
+            raise ValueError("prompts=vh2024 renders the paper's game without punishment; its costly-punishment prompts "
+                             "are not built: set punishment=false, or prompts=platform")
         if math.ceil(self.rounds / 2) > self.agents // 2:
             raise ValueError(f"rounds ({self.rounds}) must be at most agents ({self.agents}): a donor never gives to the same recipient twice in a game")
         full = self.generations * 2 * self.rounds

@@ -12,25 +12,27 @@ times the gift. The second game swaps which half donates first, so roles balance
 After the two games the top half by average final resources survive; each of the others is
 replaced by a newcomer that inherits from a random survivor (scripted: its strategy and
 parameters with seeded Gaussian mutation; LLM: it writes a strategy at the start of the
-generation, with the survivors' strategies in the prompt).
+generation, with the survivors' strategies in the prompt). Each game starts every player's reputation
+trace afresh (decision contract 8 on; before, only each generation did: `editions`).
 
 One tick is one round of one game: a run has generations x 2 x rounds ticks (`total_rounds`).
 
-This module holds the rounds: the players, their pairing, selection and inheritance, what each phase asks
-and does. Beside it: the config (`config`), the prompt text (`prompts`, `templates`), the strategies
-(`strategies`) and the figures it reports (`report`).
+This module holds the rounds: their pairing, selection and inheritance, what each phase asks and does. Beside
+it: the config (`config`), the players (`players`), the prompt text (`prompts`, `templates`; Vallinder & Hughes's
+own, `prompts: vh2024`, in `vh2024`), the strategies (`strategies`), the figures it reports (`report`) and the
+pieces that changed between decision contracts (`editions`, `legacy`).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
-from sim.contracts.agent import SocietyAgent
-from scenarios.donor import prompts, report
+from scenarios.donor import prompts, report, vh2024
 from scenarios.donor import templates as tpl
 from scenarios.donor.config import DonorConfig
+from scenarios.donor.editions import EDITIONS, DonorEdition
+from scenarios.donor.players import Donor
 from scenarios.donor.probes import PROBES
 from scenarios.donor.strategies import STRATEGIES
 from sim.core.contracts import Decision, DecisionRequest
@@ -39,26 +41,6 @@ from sim.tick.model import SocietyModel
 
 NORM = "reciprocity"  # the norm a costly punishment enforces (norm.sanction events)
 STRATEGY_NORM = "donor_strategy"  # an LLM player's written strategy (norm.statement events)
-
-
-class Donor(SocietyAgent):
-    """A player: resources, inherited parameters, its written strategy and its recent actions."""
-
-    def __init__(self, model: "DonorModel", policy: str, strategy: str, persona: str,
-                 params: Mapping[str, float], generation: int, parent: Optional[int] = None) -> None:
-        super().__init__(model, policy=policy, strategy=strategy, persona=persona, memory=model.new_memory())
-        self.params = dict(params)
-        self.generation = generation
-        self.parent = parent
-        self.resources = model.config.endowment
-        self.finals: list[float] = []  # final resources of each game played
-        self.strategy_text: Optional[str] = None
-        self.actions: deque[tuple[int, str, float, float, int]] = deque(maxlen=model.config.trace_depth + 1)
-
-    @property
-    def score(self) -> float:
-        """Average final resources over the games played this generation."""
-        return sum(self.finals) / len(self.finals) if self.finals else self.resources
 
 
 class DonorModel(SocietyModel):
@@ -81,18 +63,21 @@ class DonorModel(SocietyModel):
         "punish_multiplier": ({"punishment": True},),
     }
     horizon_bounds = frozenset({"generations"})  # bounds total_rounds; read by nothing once the world is built
+    editions = EDITIONS  # what changed between decision contracts: scenarios.donor.editions
     tick_metric_docs = report.TICK_METRIC_DOCS
     final_metric_docs = report.FINAL_METRIC_DOCS
     component_docs = report.COMPONENT_DOCS
     metric_units = report.UNITS
     clock_metrics = report.CLOCK_METRICS
     config: DonorConfig
+    edition: DonorEdition
 
     def setup(self) -> None:
         c = self.config
         params = {"fraction": c.fraction, "threshold": c.threshold, "punish_fraction": c.punish_fraction}
-        for policy, strategy, persona in self.population_plan(c.agents):
-            Donor(self, policy, strategy, persona, params, generation=1)
+        for k, (policy, strategy, persona) in enumerate(self.population_plan(c.agents), start=1):
+            Donor(self, policy, strategy, persona, params, generation=1, index=k)
+        self.paper = c.prompts == "vh2024"  # Vallinder & Hughes's prompts (scenarios.donor.vh2024)
         self.generation = self.game = self.round = 0  # 1-based once the first tick starts
         self.halves: tuple[list[Donor], list[Donor]] = ([], [])
         self.schedule: dict[int, tuple[list[Donor], list[int]]] = {}
@@ -150,9 +135,10 @@ class DonorModel(SocietyModel):
         self.gen_given.setdefault(self.generation, [0.0, 0])
 
     def _start_game(self, game: int) -> None:
-        """Reset resources; draw each half's recipient order and its round shifts (distinct: no repeats)."""
+        """Reset resources (and, decision contract 8 on, reputations: the run's edition); draw each half's recipient
+        order and its round shifts (distinct: no repeats)."""
         for a in self.agents:
-            a.resources = self.config.endowment
+            self.edition.start_game(a, self.config.endowment)
         m = len(self.halves[0])
         self.schedule = {}
         for h in (0, 1):
@@ -173,12 +159,12 @@ class DonorModel(SocietyModel):
                   dropped=[a.unique_id for a in dropped], scores={a.unique_id: round(a.score, 6) for a in ranked})
         for a in dropped:
             a.remove()
-        for _ in dropped:
+        for k, _ in enumerate(dropped, start=1):
             parent = self.random.choice(survivors)
             params = dict(parent.params)
             for key in ("fraction", "threshold"):
                 params[key] = min(1.0, max(0.0, params[key] + self.random.gauss(0.0, c.mutation))) if c.mutation else params[key]
-            child = Donor(self, parent.policy, parent.strategy or "", parent.persona, params, gen, parent.unique_id)
+            child = Donor(self, parent.policy, parent.strategy or "", parent.persona, params, gen, parent.unique_id, index=k)
             self.emit("learn.inherit", child.unique_id, parent.unique_id, strategy=parent.strategy,
                       fraction=params["fraction"], threshold=params["threshold"])
         for a in survivors:
@@ -214,7 +200,7 @@ class DonorModel(SocietyModel):
                 out.append({"agent": current.unique_id, "kind": None})
                 break
             tick, kind, share, amount, to = act
-            out.append({"agent": current.unique_id, "kind": kind, "share": share, "amount": amount, "to": to})
+            out.append({"agent": current.unique_id, "kind": kind, "share": share, "amount": amount, "to": to, "tick": tick})
             before, current = tick, ids.get(to)
         return out
 
@@ -231,10 +217,25 @@ class DonorModel(SocietyModel):
         """An LLM player without a strategy writes one (at the start of its generation)."""
         if agent.policy != "llm" or agent.strategy_text is not None:
             return None
+        space, obs = Text(max_tokens=self.config.strategy_tokens), {"generation": self.generation}
+        default = "I give half of my resources to those who gave before."
+        if self.paper:  # the paper's prompt: generation 1's, or a newcomer's with the survivors' strategies
+            question, answer = self._paper_strategy_prompt(agent)
+            return self.request(agent, "strategy", space, default, obs, "", question, answer_prompt=answer,
+                                system=self._paper_system())
         context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy="")
-        return self.request(agent, "strategy", Text(max_tokens=self.config.strategy_tokens),
-                            "I give half of my resources to those who gave before.", {"generation": self.generation},
-                            context, tpl.QUESTIONS["strategy"].substitute())
+        return self.request(agent, "strategy", space, default, obs, context, tpl.QUESTIONS["strategy"].substitute())
+
+    def _paper_system(self) -> str:
+        return vh2024.system(self.config.endowment, self.config.multiplier)
+
+    def _paper_strategy_prompt(self, agent: Donor) -> tuple[str, str]:
+        """Vallinder & Hughes's strategy prompt for `agent` and how it asks to answer: generation 1's, or a newcomer's,
+        which holds every survivor's strategy (the survivors keep theirs and are not asked)."""
+        if self.generation == 1:
+            return vh2024.STRATEGY_FIRST.format(name=agent.name), vh2024.STRATEGY_FIRST_ANSWER
+        shown = vh2024.strategies_list([self.quoted(t) for t in self.survivor_texts])
+        return vh2024.STRATEGY_LATER.format(name=agent.name, strategies=shown), vh2024.STRATEGY_LATER_ANSWER
 
     def _request_action(self, agent: Donor) -> Optional[DecisionRequest]:
         """With punishment: a donor gives to its recipient or pays to punish it."""
@@ -254,15 +255,32 @@ class DonorModel(SocietyModel):
         recipient, obs, context = round_
         mode = self.modes.get(agent.unique_id, "give")
         obs["action"] = mode
+        if self.paper:  # the paper's question: how many units, between 0 and what the donor has
+            own, question = self._paper_donation_prompt(agent, recipient, obs["trace"])
+            return self.request(agent, "donate", Number(0, round(agent.resources, 2), 0), 0.0, obs, "", question, own,
+                                reason_tokens=self.config.reasoning, system=self._paper_system(),
+                                answer_prompt=vh2024.DONATION_ANSWER)
         question = tpl.QUESTIONS[mode].substitute(recipient=recipient.unique_id)
         return self.request(agent, "donate", Number(0, 100, 1), 0.0, obs, context, question, reason_tokens=self.config.reasoning)
+
+    def _paper_donation_prompt(self, agent: Donor, recipient: Donor, steps: Sequence[dict[str, Any]]) -> tuple[str, str]:
+        """Vallinder & Hughes's donation prompt: the donor's situation (its strategy, the round of the game, the
+        recipient's units and its trace `steps`), and the question."""
+        ids, rounds = self.agent_map(), self.config.rounds
+        trace = vh2024.trace_text(steps, lambda aid: ids[aid].name if aid in ids else str(aid),
+                                  lambda tick: (tick - 1) % rounds + 1 if tick >= 1 else 0)
+        recall = vh2024.RECALL.format(strategy=self.quoted(agent.strategy_text)) if agent.strategy_text else ""
+        units = vh2024.units(agent.resources)
+        own = vh2024.DONATION.format(name=agent.name, recall=recall, generation=self.generation, round=self.round,
+                                     recipient=recipient.name, recipient_units=vh2024.units(recipient.resources),
+                                     trace=trace, units=units)
+        return own, vh2024.DONATION_QUESTION.format(units=units)
 
     def _round_of(self, agent: Donor) -> Optional[tuple[Donor, dict[str, Any], str]]:
         """A donor's recipient this round, what it observes of it, and the prompt text; None when it does not donate."""
         recipient = self.pairs.get(agent.unique_id)
         if recipient is None:
             return None
-        own = tpl.OWN_STRATEGY.substitute(text=self.quoted(agent.strategy_text)) if agent.strategy_text else ""
         trace = self.trace(recipient)
         obs = {
             **agent.params, "resources": agent.resources, "recipient": recipient.unique_id,
@@ -270,6 +288,10 @@ class DonorModel(SocietyModel):
             "last_gift": self.last_gift(recipient),
             "round": self.round, "game": self.game, "generation": self.generation,
         }
+        if self.paper:
+            obs["in_units"] = True  # the gift is asked in units (strategies.gift)
+            return recipient, obs, ""
+        own = tpl.OWN_STRATEGY.substitute(text=self.quoted(agent.strategy_text)) if agent.strategy_text else ""
         context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy=own) + tpl.ROUND.substitute(
             round=self.round, resources=f"{agent.resources:.2f}", recipient=recipient.unique_id,
             recipient_resources=f"{recipient.resources:.2f}", trace=prompts.trace_text(trace))
@@ -281,7 +303,8 @@ class DonorModel(SocietyModel):
     def _act_strategy(self, decisions: Sequence[Decision]) -> None:
         for d in decisions:
             agent = self.agent_map()[d.agent_id]
-            agent.strategy_text = str(d.value).strip() or "(no strategy)"
+            text = vh2024.parse_strategy(str(d.value)) if self.paper else str(d.value).strip()
+            agent.strategy_text = text or "(no strategy)"
             self.norms.statement(d.agent_id, STRATEGY_NORM, {"generation": self.generation}, agent.strategy_text)
 
     def _act_action(self, decisions: Sequence[Decision]) -> None:
@@ -290,7 +313,14 @@ class DonorModel(SocietyModel):
     def _act_donate(self, decisions: Sequence[Decision]) -> None:
         ids = self.agent_map()
         for d in decisions:
-            self._donate(ids[d.agent_id], self.pairs[d.agent_id], float(d.value) / 100.0)
+            donor = ids[d.agent_id]
+            self._donate(donor, self.pairs[d.agent_id], self._share(donor, float(d.value)))
+
+    def _share(self, donor: Donor, value: float) -> float:
+        """The share of its resources a donor's answer gives: a percent, or units under the paper's prompts."""
+        if not self.paper:
+            return value / 100.0
+        return min(1.0, value / donor.resources) if donor.resources > 0 else 0.0
 
     def _donate(self, donor: Donor, recipient: Donor, share: float) -> None:
         """Give `share` of the donor's resources (the recipient gets `multiplier` x), or pay it to punish."""

@@ -1,9 +1,9 @@
 """The donor game's validity probe: does a donation respond to the recipient's reputation (indirect reciprocity)?
 
-The gift is asked in the same space at every level (0 to 100% of the donor's resources, which the
-recipient's past gift does not change), so a donor blind to the reputation gives the same share at every
-level. Negative control: a donor that gives 10% whatever the recipient did; positive control: one that
-gives the share the recipient gave.
+The gift is asked in the same space at every level (0 to 100% of the donor's resources, or 0 to its resources in
+units under Vallinder & Hughes's prompts, which the recipient's past gift does not change), so a donor blind to
+the reputation gives the same share at every level. Negative control: a donor that gives 10% whatever the
+recipient did; positive control: one that gives the share the recipient gave.
 """
 
 from __future__ import annotations
@@ -13,8 +13,16 @@ from typing import Any, Optional
 from sim.core.contracts import DecisionRequest
 from sim.core.errors import UsageError
 from scenarios.donor import templates as tpl
-from scenarios.donor.strategies import percent
+from scenarios.donor.strategies import gift
 from sim.tick.probe import Control, Probe, enter_first_tick
+
+
+def _share(value: Any, request: DecisionRequest) -> float:
+    """The share of its resources a donor's answer gives (a percent, or units: `in_units`)."""
+    o = request.observation
+    if o.get("in_units"):
+        return float(value) / o["resources"] if o["resources"] > 0 else 0.0
+    return float(value) / 100.0
 
 
 def _recipient_gave(model: Any, level: float) -> Optional[DecisionRequest]:
@@ -37,12 +45,12 @@ GIFT_BY_REPUTATION = Probe(
     name="gift_by_reputation", variable="share the recipient gave last", levels=(0.0, 0.25, 0.5),
     response="share of resources given",
     finding="donors give more to recipients who gave (Vallinder & Hughes 2024: indirect reciprocity)",
-    situate=_recipient_gave, measure=lambda value, request: float(value) / 100.0,
-    blind=Control("gives 10% whatever the recipient gave", lambda request, rng: 10.0),
+    situate=_recipient_gave, measure=_share,
+    blind=Control("gives 10% whatever the recipient gave", lambda request, rng: gift(request.observation, 0.1)),
     follows=Control("gives the share the recipient gave in its last gift",
-                    lambda request, rng: percent(request.observation["last_gift"] or 0.0)),
-    unforced="the gift is asked from 0 to 100% of the donor's resources at every level, and the donor's resources do not "
-             "change with what its recipient gave: a gift that ignores the reputation reads the same at every level",
+                    lambda request, rng: gift(request.observation, request.observation["last_gift"] or 0.0)),
+    unforced="the gift is asked from nothing to all of the donor's resources at every level, and the donor's resources do "
+             "not change with what its recipient gave: a gift that ignores the reputation reads the same at every level",
     config={"punishment": False},
     questions={"donate": (
         tpl.QUESTIONS["give"].template,

@@ -3,7 +3,8 @@
 Each strategy reads only the request's observation: its own inherited parameters (`fraction`,
 `threshold`, `punish_fraction`) and the recipient's reputation (`last_gift`: the share of its
 resources the recipient gave in its last gift, punishments skipped; None if it has not given
-yet or `trace_depth` is 0). Gifts are whole percents of the donor's resources.
+yet or `trace_depth` is 0). Gifts are whole percents of the donor's resources, or units where the request asks
+in units (`in_units`: Vallinder & Hughes's prompts).
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ def percent(fraction: float) -> float:
     return float(round(100 * fraction))
 
 
+def gift(obs: Mapping[str, Any], share: float) -> float:
+    """A gift of `share` of the donor's resources as the request asks it: a whole percent, or units (`in_units`)."""
+    if obs.get("in_units"):
+        return min(round(share * obs["resources"], 2), round(obs["resources"], 2))
+    return percent(share)
+
+
 def stingy(obs: Mapping[str, Any]) -> bool:
     """The recipient's last gift was below this donor's threshold."""
     last = obs.get("last_gift")
@@ -46,12 +54,12 @@ def _strategy(name: str) -> Callable[[DecisionRequest, random.Random], Any]:
         if o.get("action") == "punish":
             return percent(o["punish_fraction"])
         if name == "fixed":
-            return percent(o["fraction"])
+            return gift(o, o["fraction"])
         if name == "defector":
             return 0.0
         if name in ("image", "punisher"):
-            return 0.0 if stingy(o) else percent(o["fraction"])
-        return float(rng.randint(0, 100))
+            return 0.0 if stingy(o) else gift(o, o["fraction"])
+        return gift(o, rng.randint(0, 100) / 100)
 
     decide.__name__ = name
     return decide

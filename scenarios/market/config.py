@@ -1,5 +1,6 @@
 """The market's config: which market (synthetic or a Magentic folder), who plays each side, search and latency,
-and the Magentic protocol's switches (what a customer's assistant is told, the search tool, the business prompt)."""
+and the Magentic protocol's switches (what a customer's assistant is told, the search tool, the business prompt,
+what an offer holds and how it is priced)."""
 
 from __future__ import annotations
 
@@ -48,14 +49,29 @@ class MarketConfig(ScenarioConfig):
         "both", description="with --policy llm: which side the LLM plays (the other is scripted)")
     baseline_draws: Optional[int] = Field(None, ge=1, le=100_000, description="seeded draws for the median random-match "
                                           "baselines (default: 20,000, fewer past 2,000 customers, at least 200)")
-    customer_view: Literal["values", "request"] = Field(
+    customer_view: Literal["values", "request", "magentic"] = Field(
         "values", description="what an LLM customer's assistant is told: values (item values, required amenities and the "
-                              "utility rule) or request (the request text only, as Magentic's assistant)")
+                              "utility rule), request (the request text only, as Magentic's assistant) or magentic (the "
+                              "request inside Magentic's own assistant text: its tools, shopping strategy and notes)")
     customer_search: bool = Field(False, description="customers write their own search query (Magentic's search tool; "
                                   "lexical results for it) instead of the platform searching their request")
     offer_notes: bool = Field(True, description="offers are shown with \"(missing: ...)\" when incomplete (Magentic's are not)")
     menu_prompt: bool = Field(False, description="an LLM business sees its menu and each customer's message (Magentic's), "
                               "not a menu total of the requested items per inquiry")
+    offer_items: Literal["request", "message"] = Field(
+        "request", description="what a business's offer holds: request (the customer's requested items it sells, read "
+                               "from the request) or message (the menu items the customer's message names, one of each; "
+                               "a message that names none gets a text reply: Magentic's business composes its proposal "
+                               "from the conversation)")
+    offer_amenities: Literal["listed", "asked"] = Field(
+        "listed", description="what a customer learns of a business's amenities: listed (every offer lists them) or asked "
+                              "(the business answers Yes or No for the amenities the customer's message names, and says "
+                              "nothing of the others: Magentic's customer must ask)")
+    pricing: Literal["decide", "menu"] = Field(
+        "decide", description="decide: each business picks the percentage of its menu prices it charges each round (its "
+                              "floor to 100); menu: every offer at menu prices, no price decision (Magentic tells its "
+                              "businesses to quote menu prices; its code does not enforce it)")
+    message_tokens: int = Field(24, ge=4, le=512, description="an LLM customer's inquiry: at most this many tokens")
 
     def data_paths(self) -> dict[str, Path]:
         folder = mdata.resolve(self.market, self.data_dir)
@@ -65,6 +81,8 @@ class MarketConfig(ScenarioConfig):
     def _check(self) -> "MarketConfig":
         if self.population is not None:
             raise ValueError("market has no `population`; use customers, businesses, manipulative_n and llm_side")
+        if self.pricing == "menu" and self.businesses == "discount":
+            raise ValueError("businesses=discount needs pricing=decide (under pricing=menu every offer is at menu prices)")
         if self.data_dir is not None and not Path(self.data_dir).expanduser().is_dir():
             raise ValueError(f"data_dir {self.data_dir!r} is not a folder")
         folder = mdata.resolve(self.market, self.data_dir)  # unknown names and malformed files fail here

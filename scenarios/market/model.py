@@ -8,9 +8,11 @@ service agents sell. A tick is one round of the protocol, in three decision phas
 2. `message` (customers): a new searcher sends one inquiry to every business it found; the
    inquiry reaches business k after its latency (`latency`, in ticks, seeded);
 3. `respond` (businesses): each business with inquiries due this tick sets the percentage of
-   its menu prices it charges this round (floor: `min_price_factor`) and answers every due
-   inquiry with a proposal of the requested items it sells, or a text reply if it sells none;
-   proposals reach each customer in arrival order (sent + latency; ties by search rank);
+   its menu prices it charges this round (floor: `min_price_factor`; `pricing: menu`: no decision,
+   menu prices) and answers every due inquiry with a proposal of the requested items it sells
+   (`offer_items: message`: of the menu items the message names, `conversation`), or a text reply
+   if it sells none; proposals reach each customer in arrival order (sent + latency; ties by
+   search rank);
 4. `pay` (customers): pay one proposal, wait for more, or leave. A customer stops after
    paying, leaving, or its `max_steps`-th tick.
 
@@ -31,7 +33,7 @@ from typing import Any, Optional
 
 from sim.contracts.agent import SocietyAgent
 from scenarios.market import data as mdata
-from scenarios.market import measures, prompts, report
+from scenarios.market import conversation, measures, prompts, report
 from scenarios.market import templates as tpl
 from scenarios.market.config import MarketConfig
 from scenarios.market.data import Market
@@ -47,7 +49,6 @@ from sim.tick.model import SocietyModel
 
 INFLUENCE_METHOD = ("paid a manipulative business that the control ranking "
                     "(cheapest proposal meeting items and amenities) does not pick")
-MESSAGE_TOKENS = 24  # an inquiry's length for LLM customers
 SEARCH_TOKENS = 16  # a customer's own search query (customer_search)
 
 
@@ -104,7 +105,14 @@ class MarketModel(SocietyModel):
         self.tracked = self.manipulated | {k for k, b in enumerate(m.businesses) if b.id == m.target}
         self.optimal = measures.optimal_welfare(m, self.index)
         # what the welfare ratio divides by (the run's edition: the optimum at the lowest prices the sellers may charge)
-        floors = [b.floor_pct if b.policy == "llm" or b.strategy == "discount" else 100 for b in self.sellers]
+        discounts = c.pricing == "decide"
+        floors = [b.floor_pct if discounts and (b.policy == "llm" or b.strategy == "discount") else 100
+                  for b in self.sellers]
+        #: a customer's assistant's system message: Magentic's is one user message, without one (`customer_view: magentic`)
+        self._customer_system = "" if c.customer_view == "magentic" else None
+        #: every amenity a customer may ask about (`offer_amenities: asked`)
+        self.amenity_names = sorted({a for b in m.businesses for a in b.amenities}
+                                    | {a for cu in m.customers for a in cu.amenities})
         self.ratio_optimum = self.edition.ratio_optimum(m, self.index, floors, self.optimal)
         self.totals = dict(payments=0, met=0, first=0, rank_sum=0, proposals=0, messages=0, replies=0, influenced=0,
                            tracked=0, welfare=0.0, revenue=0.0, left=0, timed_out=0)
@@ -175,7 +183,7 @@ class MarketModel(SocietyModel):
         obs = {"request": s.customer.request, "items": list(s.customer.items)}
         context = prompts.customer_text(self, s) if s.policy == "llm" else ""
         return self.request(s, "search", Text(max_tokens=SEARCH_TOKENS), search_query(obs), obs, context,
-                            tpl.QUESTIONS["search"].substitute())
+                            tpl.QUESTIONS["search"].substitute(), system=self._customer_system)
 
     def _act_search(self, decisions: Sequence[Decision]) -> None:
         by_id, bandwidth = self.agent_map(), self.config.bandwidth
@@ -188,10 +196,13 @@ class MarketModel(SocietyModel):
         """A new searcher's inquiry to every business it found."""
         if not self._shopping(s) or s.messaged or s.results is None:
             return None
-        obs = {"items": list(s.customer.items)}
+        obs: dict[str, Any] = {"items": list(s.customer.items)}
+        if self.config.offer_amenities == "asked":
+            obs["ask"] = list(s.customer.amenities)  # a scripted customer asks about the amenities it needs
         context = prompts.found(self, s) if s.policy == "llm" else ""
         question = tpl.QUESTIONS["message"].substitute()
-        return self.request(s, "message", Text(max_tokens=MESSAGE_TOKENS), inquiry(obs), obs, context, question)
+        return self.request(s, "message", Text(max_tokens=self.config.message_tokens), inquiry(obs), obs, context, question,
+                            system=self._customer_system)
 
     def _act_message(self, decisions: Sequence[Decision]) -> None:
         by_id = self.agent_map()
@@ -217,7 +228,8 @@ class MarketModel(SocietyModel):
         options = [p.option for p in s.proposals] + ([WAIT] if can_wait else []) + [LEAVE]
         context = prompts.proposals(self, s) if s.policy == "llm" else ""
         question = tpl.QUESTIONS["pay"].substitute(wait=tpl.WAIT if can_wait else "")
-        return self.request(s, "pay", Choice(options), WAIT if can_wait else LEAVE, obs, context, question)
+        return self.request(s, "pay", Choice(options), WAIT if can_wait else LEAVE, obs, context, question,
+                            system=self._customer_system)
 
     def _act_pay(self, decisions: Sequence[Decision]) -> None:
         by_id = self.agent_map()
@@ -289,8 +301,9 @@ class MarketModel(SocietyModel):
         return [q for q in b.inbox if q.arrival < self.tick + 1 and not q.customer.done]
 
     def _request_respond(self, b: SocietyAgent) -> Optional[DecisionRequest]:
-        """A business with inquiries due this round sets the percentage of its menu prices it charges."""
-        if not isinstance(b, Seller):
+        """A business with inquiries due this round sets the percentage of its menu prices it charges (none under
+        `pricing: menu`: every offer is at menu prices)."""
+        if not isinstance(b, Seller) or self.config.pricing == "menu":
             return None
         b.inbox = [q for q in b.inbox if not q.customer.done]
         due = self._due(b)
@@ -304,23 +317,30 @@ class MarketModel(SocietyModel):
     def _act_respond(self, decisions: Sequence[Decision]) -> None:
         by_id = self.agent_map()
         arrived: list[tuple[Shopper, Proposal]] = []
-        for d in decisions:
-            b: Seller = by_id[d.agent_id]
-            factor = float(d.value) / 100.0
+        if self.config.pricing == "menu":  # nobody decided: every business with inquiries due answers at menu prices
+            for b in self.sellers:
+                b.inbox = [q for q in b.inbox if not q.customer.done]
+            answering = [(b, 1.0) for b in self.sellers if b.inbox]
+        else:
+            answering = [(by_id[d.agent_id], float(d.value) / 100.0) for d in decisions]
+        for b, factor in answering:
             due = self._due(b)
             answered = {id(q) for q in due}
             b.inbox = [q for q in b.inbox if id(q) not in answered]
             for q in due:
                 s, cu = q.customer, q.customer.customer
                 s.pending.discard(b.index)
-                sold = {i: round(b.business.menu[i] * factor, 2) for i in cu.items if i in b.business.menu}
+                sold = {i: round(b.business.menu[i] * factor, 2) for i in self._offered(b, q)}
                 if not sold:
                     self.tick_counts["replies"] += 1
-                    text = f"Sorry, {b.business.name} does not sell {', '.join(cu.items)}."
+                    text = (f"Sorry, {b.business.name} does not sell {', '.join(cu.items)}."
+                            if self.config.offer_items == "request" else
+                            f"Sorry, {b.business.name} sells nothing the message names.")
                     self.emit("reply", b.unique_id, s.unique_id, text=text)
                     continue
                 p = Proposal(b.index, sold, round(sum(sold.values()), 2), q.arrival, q.search_rank,
-                             full=len(sold) == len(cu.items), amenities=b.business.has_amenities(cu.amenities))
+                             full=all(i in sold for i in cu.items), amenities=b.business.has_amenities(cu.amenities),
+                             note=self._amenity_note(b, q.text))
                 arrived.append((s, p))
         arrived.sort(key=lambda sp: (sp[0].unique_id, sp[1].arrival, sp[1].search_rank))
         for s, p in arrived:
@@ -336,11 +356,30 @@ class MarketModel(SocietyModel):
         p.option = self._label(s, p)
         s.proposals.append(p)
 
+    def _offered(self, b: Seller, q: Inquiry) -> list[str]:
+        """The menu items `b` offers for inquiry `q`: the customer's requested items it sells, or (`offer_items: message`)
+        the menu items its message names, in menu order."""
+        menu = b.business.menu
+        if self.config.offer_items == "message":
+            named = set(conversation.named_in(q.text, menu))
+            return [i for i in menu if i in named]
+        return [i for i in q.customer.customer.items if i in menu]
+
+    def _amenity_note(self, b: Seller, text: str) -> str:
+        """`b`'s answer to the amenities a message names (`offer_amenities: asked`; "" otherwise or when none)."""
+        if self.config.offer_amenities != "asked":
+            return ""
+        return conversation.amenity_reply(b.business.amenities, sorted(conversation.named_in(text, self.amenity_names)))
+
     def offer(self, s: Shopper, business: int, prices: dict[str, float], *, full: bool, amenities: bool) -> Proposal:
         """Hand `s` a proposal from `business` at `prices` (item -> unit price), arriving after those it holds
-        (the validity probe builds its matched offers with it)."""
+        (the validity probe builds its matched offers with it); under `offer_amenities: asked` it answers the
+        amenities the customer requires, as if its message had asked about them."""
+        note = ""
+        if self.config.offer_amenities == "asked":
+            note = conversation.amenity_reply(self.sellers[business].business.amenities, sorted(s.customer.amenities))
         p = Proposal(business, dict(prices), round(sum(prices.values()), 2), float(len(s.proposals) + 1),
-                     len(s.proposals) + 1, full=full, amenities=amenities)
+                     len(s.proposals) + 1, full=full, amenities=amenities, note=note)
         self._receive(s, p)
         return p
 

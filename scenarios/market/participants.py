@@ -25,6 +25,7 @@ class Proposal:
     amenities: bool = False  # the business has every required amenity
     rank: int = 0  # arrival order at this customer, 1 = first
     option: str = ""
+    note: str = ""  # the business's answer to the amenities the customer asked about (`offer_amenities: asked`)
 
 
 @dataclass

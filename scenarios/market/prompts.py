@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from scenarios.market import templates as tpl
-from scenarios.market.participants import Inquiry, Seller, Shopper
+from scenarios.market.participants import Inquiry, Proposal, Seller, Shopper
+from sim.core.text import one_line
 
 if TYPE_CHECKING:
     from scenarios.market.model import MarketModel
@@ -24,9 +25,11 @@ INQUIRY_CHARS = 300  # characters of a customer's message quoted in a business p
 
 def customer_text(model: "MarketModel", s: Shopper) -> str:
     """The assistant's rules and its customer's request (with its items' values and the required amenities, unless
-    the assistant is told the request alone: `customer_view: request`, Magentic's)."""
+    the assistant is told the request alone: `customer_view: request`, or inside Magentic's own text: `magentic`)."""
     cu = s.customer
     request = model.edition.request(cu.request)
+    if model.config.customer_view == "magentic":
+        return tpl.MAGENTIC_CUSTOMER.substitute(name=one_line(cu.name), id=one_line(cu.id), request=request)
     if model.config.customer_view == "request":
         return tpl.CUSTOMER_RULES_REQUEST + "\n" + tpl.CUSTOMER_REQUEST.substitute(request=request)
     items = ", ".join(f"{model.named(i)} (worth ${v:.2f})" for i, v in cu.items.items())
@@ -35,8 +38,11 @@ def customer_text(model: "MarketModel", s: Shopper) -> str:
 
 
 def listing(model: "MarketModel", n: int, k: int) -> str:
-    """Business k as the n-th listing: its name, description and amenities."""
+    """Business k as the n-th listing: its name, description and amenities (none under `offer_amenities: asked`)."""
     seller = model.sellers[k]
+    if model.config.offer_amenities == "asked":
+        return tpl.LISTING_ASKED.substitute(n=n, name=model.named(seller.business.name),
+                                            description=model.edition.description(seller.description))
     has = [model.named(a) for a, v in seller.business.amenities.items() if v]
     return tpl.LISTING.substitute(n=n, name=model.named(seller.business.name),
                                   description=model.edition.description(seller.description), amenities=", ".join(has) or "none")
@@ -55,9 +61,15 @@ def proposals(model: "MarketModel", s: Shopper) -> str:
     for p in s.proposals:
         items = ", ".join(f"{model.named(i)} at ${v:.2f}" for i, v in p.items.items())
         missing = [model.named(i) for i in s.customer.items if i not in p.items] if model.config.offer_notes else []
-        lines.append(listing(model, p.rank, p.business) + " " + tpl.PROPOSAL.substitute(
+        lines.append(listing(model, p.rank, p.business) + reply(model, p) + " " + tpl.PROPOSAL.substitute(
             items=items, total=f"{p.total:.2f}", missing=f" (missing: {', '.join(missing)})" if missing else ""))
     return f"{customer_text(model, s)}\nProposals received, in order of arrival:\n" + "\n".join(lines)
+
+
+def reply(model: "MarketModel", p: Proposal) -> str:
+    """The business's answer to the amenities the customer asked about, as the offer carries it (`offer_amenities:
+    asked`); empty when it was asked about none."""
+    return tpl.REPLY.substitute(reply=model.quoted(p.note)) if p.note else ""
 
 
 def inquiries(model: "MarketModel", b: Seller, due: Sequence[Inquiry]) -> str:

@@ -23,8 +23,10 @@ BUSINESS_STRATEGIES = ("honest", "discount", "manipulative")
 
 
 def inquiry(obs: dict) -> str:
-    """The scripted customer's message: the items it wants."""
-    return "Hello, please send an offer for: " + ", ".join(obs["items"]) + "."
+    """The scripted customer's message: the items it wants (and, where it must ask: `ask`, the amenities it needs)."""
+    ask = obs.get("ask")
+    return "Hello, please send an offer for: " + ", ".join(obs["items"]) + "." + (
+        " Do you have: " + ", ".join(ask) + "?" if ask else "")
 
 
 def _pick(name: str, obs: dict, rng: random.Random) -> str:
