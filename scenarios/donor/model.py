@@ -258,11 +258,11 @@ class DonorModel(SocietyModel):
         return self.request(agent, "donate", Number(0, 100, 1), 0.0, obs, context, question, reason_tokens=self.config.reasoning)
 
     def _round_of(self, agent: Donor) -> Optional[tuple[Donor, dict[str, Any], str]]:
-        """A donor's recipient this round, what it observes of it, and the prompt text; None when it does not donate."""
+        """A donor's recipient this round, what it observes of it, and the prompt text (an LLM donor's only: a scripted
+        one reads the observation); None when it does not donate."""
         recipient = self.pairs.get(agent.unique_id)
         if recipient is None:
             return None
-        own = tpl.OWN_STRATEGY.substitute(text=self.quoted(agent.strategy_text)) if agent.strategy_text else ""
         trace = self.trace(recipient)
         obs = {
             **agent.params, "resources": agent.resources, "recipient": recipient.unique_id,
@@ -270,6 +270,9 @@ class DonorModel(SocietyModel):
             "last_gift": self.last_gift(recipient),
             "round": self.round, "game": self.game, "generation": self.generation,
         }
+        if agent.policy != "llm":
+            return recipient, obs, ""
+        own = tpl.OWN_STRATEGY.substitute(text=self.quoted(agent.strategy_text)) if agent.strategy_text else ""
         context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy=own) + tpl.ROUND.substitute(
             round=self.round, resources=f"{agent.resources:.2f}", recipient=recipient.unique_id,
             recipient_resources=f"{recipient.resources:.2f}", trace=prompts.trace_text(trace))
@@ -310,8 +313,9 @@ class DonorModel(SocietyModel):
             self.round_punish += 1
             self.round_given.append(0.0)
             self.norms.sanction(donor.unique_id, recipient.unique_id, NORM, cost=x, fine=removed)
-            donor.remember(self.tick, "observation", f"I paid {x:.2f} units to punish player {recipient.unique_id}.")
-            if self.config.reciprocity_cues:
+            if donor.remembers:  # (a scripted donor keeps no memory: the line is not even written)
+                donor.remember(self.tick, "observation", f"I paid {x:.2f} units to punish player {recipient.unique_id}.")
+            if self.config.reciprocity_cues and recipient.remembers:
                 recipient.remember(self.tick, "observation", f"Player {donor.unique_id} punished me: I lost {removed:.2f} units.")
             recipient.relate(donor.unique_id, -0.3)
         else:
@@ -325,8 +329,9 @@ class DonorModel(SocietyModel):
             self.round_given.append(share)
             self.round_units += x
             self.emit("donation", donor.unique_id, recipient.unique_id, share=share, amount=x, received=received)
-            donor.remember(self.tick, "observation", f"I gave {x:.2f} units ({100 * share:.0f}%) to player {recipient.unique_id}.")
-            if self.config.reciprocity_cues:
+            if donor.remembers:  # (a scripted donor keeps no memory: the line is not even written)
+                donor.remember(self.tick, "observation", f"I gave {x:.2f} units ({100 * share:.0f}%) to player {recipient.unique_id}.")
+            if self.config.reciprocity_cues and recipient.remembers:
                 recipient.remember(self.tick, "observation", f"Player {donor.unique_id} gave me {received:.2f} units.")
             if share > 0:
                 recipient.relate(donor.unique_id, 0.2)

@@ -141,7 +141,10 @@ class RewardColumns:
             envy, guilt = inequity_columns(pay)
             self.columns["envy"], self.columns["guilt"] = self._spread(envy), self._spread(guilt)
         for name, values in (*norm_components(norm_events).items(), *own.items()):
-            self.columns[name] = _column(self.ids, values)
+            if len(values.ids if isinstance(values, Column) else values):
+                self.columns[name] = _column(self.ids, values)
+            else:  # nobody has it (a name of the scenario's own that repeats a common one still replaces it)
+                self.columns.pop(name, None)
         return self
 
     def _spread(self, values: np.ndarray) -> np.ndarray:
