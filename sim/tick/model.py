@@ -23,6 +23,7 @@ from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, Event
 from sim.core.profiles import CONTRACT, DecisionProfile, profile
 from sim.core.records import TickRecord
 from sim.core.rng import SeedStream, seed_keys
+from sim.core.spec import policies_used
 from sim.core.spaces import Space
 from sim.core.text import quote
 from sim.reward.docs import metric_docs
@@ -156,6 +157,7 @@ class SocietyModel(mesa.Model):
         self.fallbacks = 0  # fallback decisions so far (records are handed to the store, not kept)
         self._batch_ids: Optional[tuple[Any, list[Any], Any]] = None  # batch_request's agents, their ids and seed keys
         self.population = population if population is not None else plan_population(type(self), config, policy)
+        self._told = "llm" in policies_used(config.population, policy)  # whether any agent reads feedback (LLM agents)
         self.strategies = self.population.strategies  # (with those the config names by reference)
         self.setup()
         self.perolat = PerolatTracker(len(self.agents))
@@ -444,10 +446,11 @@ class SocietyModel(mesa.Model):
         _refuse_non_finite(self.tick, "reward", rewards)
         metrics = self._measure(payoffs, rewards)
         self.payments.settle(payoffs, rewards, present, paid, pay)  # (each agent's last_payoff, last_reward, total_payoff)
-        layer = self.reward_layer
-        for agent in self.agents:
-            if agent.policy == "llm":  # feedback is prompt text: only LLM agents read it
-                agent.feedback = layer.feedback_for(agent.unique_id, rewards, metrics)
+        if self._told:
+            layer = self.reward_layer
+            for agent in self.agents:
+                if agent.policy == "llm":  # feedback is prompt text: only LLM agents read it
+                    agent.feedback = layer.feedback_for(agent.unique_id, rewards, metrics)
         self.after_reward(rewards)
         state = self.state()
         steps, fell = step_columns(self._roster, taken, payoffs, rewards, components)

@@ -38,9 +38,12 @@ def step_columns(roster: Roster, taken: Sequence[tuple[str, Sequence[Decision]]]
     for agent in [a for a in agents if a.memory.version != a.stored_memory_version]:
         memories[agent.unique_id] = agent.memory.snapshot()
         agent.stored_memory_version = agent.memory.version
+    if len(payoffs) == len(ids) and len(rewards) == len(ids) and list(payoffs) == ids and list(rewards) == ids:
+        paid, got = list(payoffs.values()), list(rewards.values())  # (the usual tick: every agent present paid, in order)
+    else:
+        paid, got = list(map(payoffs.get, ids, repeat(0.0))), list(map(rewards.get, ids, repeat(0.0)))
     steps = StepColumns(
-        ids, list(map(_policy, agents)), list(map(payoffs.get, ids, repeat(0.0))),
-        list(map(rewards.get, ids, repeat(0.0))), [(phase, values_by_agent(decided)) for phase, decided in taken],
+        ids, list(map(_policy, agents)), paid, got, [(phase, values_by_agent(decided)) for phase, decided in taken],
         {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
         None if components is None else components.vectors(ids, id_array),
     )
