@@ -134,6 +134,7 @@ def test_reward_vectors_are_packed_per_tick_and_runs_stored_as_json_rows_read_ex
         assert conn.execute(text("SELECT count(*) FROM agent_steps WHERE components IS NOT NULL")).scalar() == 0
         assert conn.execute(text("SELECT count(*) FROM reward_vectors WHERE run_id = :r"), {"r": run_id}).scalar() == 4
     packed = [(s.tick, s.agent_id, s.components) for s in store.steps(run_id)]
+    agents = [a.model_dump() for a in store.run_agents(run_id)]
     assert all(c and "payoff" in c for *_, c in packed) and any("norm_broken" in c for *_, c in packed)
     export_run(store, run_id, tmp_path / "packed", "csv")
     store.close()
@@ -150,6 +151,7 @@ def test_reward_vectors_are_packed_per_tick_and_runs_stored_as_json_rows_read_ex
     engine.dispose()
     old = Store(db_url)
     assert [(s.tick, s.agent_id, s.components) for s in old.steps(run_id)] == packed
+    assert [a.model_dump() for a in old.run_agents(run_id)] == agents and len(agents) == 5
     export_run(old, run_id, tmp_path / "rows", "csv")
     for table in ("agent_steps", "ticks", "events"):
         assert (tmp_path / "rows" / f"{table}.csv").read_bytes() == (tmp_path / "packed" / f"{table}.csv").read_bytes()

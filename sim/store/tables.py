@@ -58,6 +58,7 @@ class RunAgent(SQLModel, table=True):
     start). Written as agents join, so a run that gains agents (the donor game's generations) lists them all."""
 
     __tablename__ = "run_agents"
+    __table_args__ = {"sqlite_with_rowid": False}  # (SQLite: rows kept in the key's order, no second index; since 0006)
     run_id: str = Field(foreign_key="runs.id", primary_key=True)
     agent_id: int = Field(primary_key=True)
     joined: int

@@ -1,6 +1,8 @@
 """Reward vectors packed per tick: `reward_vectors` holds one row per tick with every agent step's vector in one
 compressed binary value (sim.store.vectors), instead of a JSON object in each `agent_steps` row (~130 bytes a step,
 more than the rest of the row). Runs stored before keep their vectors in `agent_steps.components`, read as before.
+On SQLite `run_agents` becomes a WITHOUT ROWID table (its small rows kept in its key's order, no second index for
+the key: ~30 bytes less an agent); `reward_vectors` keeps a rowid (its rows are large).
 A downgrade writes the packed vectors back into `agent_steps.components` before it drops the table.
 
 Revision ID: 0006
@@ -25,6 +27,9 @@ def upgrade() -> None:
         sa.Column("tick", sa.Integer(), primary_key=True),
         sa.Column("data", sa.LargeBinary(), nullable=False),
     )
+    if op.get_bind().dialect.name == "sqlite":  # run_agents' rows kept in its key's order (no second index)
+        with op.batch_alter_table("run_agents", recreate="always", table_kwargs={"sqlite_with_rowid": False}):
+            pass
 
 
 def downgrade() -> None:
@@ -40,3 +45,6 @@ def downgrade() -> None:
         if rows:
             conn.execute(write, rows)
     op.drop_table("reward_vectors")
+    if conn.dialect.name == "sqlite":
+        with op.batch_alter_table("run_agents", recreate="always", table_kwargs={"sqlite_with_rowid": True}):
+            pass
