@@ -20,11 +20,12 @@ from sim.reward import metrics
 from sim.tick.broker import DecisionBroker
 from runner.config import build_spec
 from sim.core.contracts import Decision, DecisionColumns, RequestBatch, values_by_agent
-from sim.core.records import AgentStepRecord, StepColumns
+from sim.core.records import AgentStepRecord, RewardVectors, StepColumns
 from sim.core.rng import CounterRandom, SeedStream, randbelow_many
 from runner.execution import execute
 from sim.core.spaces import Number
 from sim.store.encoding import dumps
+from sim.store.vectors import pack, read_vectors
 
 
 def test_seeds_for_many_are_the_one_by_one_seeds_under_both_versions():
@@ -181,27 +182,30 @@ def test_decision_columns_keep_every_decision_that_is_more_than_a_value():
 
 
 def test_step_columns_give_the_records_and_the_rows_the_store_wrote_before():
+    """StepColumns give the very AgentStepRecords and store rows the one-by-one path gives; their reward vectors, packed,
+    read back as the JSON each row once held read back."""
     ids = [1, 2, 3, 4, 5]
+    vectors = RewardVectors(ids, {"payoff": np.array([1.0, -0.0, 0.0, 0.0, 2.0]),
+                                  "envy": np.array([0.0, 0.0, 0.5, 0.5, float("nan")])})
     cols = StepColumns(ids, ["scripted"] * 4 + ["llm"], [1.0, -0.0, 0.0, float("nan"), 2.0], [1.0, 0.0, 0.0, 0.0, 2.0],
                        [("harvest", {1: 0.0, 2: -0.0, 3: 0.0, 5: float("inf")})], {2: "harvest: invalid"},
-                       {5: {"items": [1, 2]}},
-                       [{"payoff": 1.0}, {"payoff": -0.0}, {"payoff": 0.0, "envy": 0.5}, {"payoff": 0.0, "envy": 0.5}, None])
+                       {5: {"items": [1, 2]}}, vectors)
     records = list(cols)
     assert records[1] == AgentStepRecord(2, {"harvest": -0.0}, -0.0, 0.0, True, "scripted", "harvest: invalid", None,
-                                         {"payoff": -0.0})
+                                         {"payoff": 0.0})
     assert records[3].action == {} and records[4].memory == {"items": [1, 2]}
     old = [("r", 7, st.agent_id, st.backend, dumps(st.action), st.payoff, st.reward, st.fallback, st.reason,
-            None if st.memory is None else dumps(st.memory), None if st.components is None else dumps(st.components))
-           for st in records]
+            None if st.memory is None else dumps(st.memory)) for st in records]
     rows = cols.rows(("r", 7), dumps)
     assert [r[:4] + r[5:] for r in rows] == [r[:4] + r[5:] for r in old]
     assert [r[4] for r in rows] == [r[4] for r in old] == ['{"harvest":0.0}', '{"harvest":-0.0}', '{"harvest":0.0}', "{}",
                                                           '{"harvest":null}']
-    assert [r[-1] for r in rows] == ['{"payoff":1.0}', '{"payoff":-0.0}', '{"payoff":0.0,"envy":0.5}',
-                                     '{"payoff":0.0,"envy":0.5}', None]  # each distinct vector once, -0.0 kept apart
-    assert rows[2][-1] is rows[3][-1]
+    # the JSON a row once held (non-zero components, the payoff always, NaN as null), as the store reads it back
+    assert read_vectors(pack(vectors)) == {aid: json.loads(dumps(st.components)) for aid, st in zip(ids, records)} == {
+        1: {"payoff": 1.0}, 2: {"payoff": 0.0}, 3: {"payoff": 0.0, "envy": 0.5}, 4: {"payoff": 0.0, "envy": 0.5},
+        5: {"payoff": 2.0, "envy": None}}
     two = StepColumns([1], ["scripted"], [1.0], [1.0], [("talk", {1: "hi"}), ("harvest", {1: 2.0})], {}, {})
-    assert two.rows((), dumps) == [(1, "scripted", '{"talk":"hi","harvest":2.0}', 1.0, 1.0, False, None, None, None)]
+    assert two.rows((), dumps) == [(1, "scripted", '{"talk":"hi","harvest":2.0}', 1.0, 1.0, False, None, None)]
 
 
 def test_gini_in_numpy_is_the_same_float_as_in_python():

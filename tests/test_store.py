@@ -17,7 +17,7 @@ def test_migrated_schema_matches_the_models(store):
         diff = [d for d in compare_metadata(ctx, SQLModel.metadata) if not (isinstance(d, tuple) and d[0] == "remove_table")]
     assert diff == []
     with store.engine.connect() as conn:
-        assert MigrationContext.configure(conn).get_current_revision() == "0005"
+        assert MigrationContext.configure(conn).get_current_revision() == "0006"
 
 
 def test_reopening_a_store_keeps_its_runs(db_url):
@@ -115,3 +115,70 @@ def test_an_older_schema_is_refused_until_upgraded_and_a_newer_one_always(tmp_pa
         with pytest.raises(UsageError, match="schema \\(9999\\) is not one this societas knows .* a newer societas wrote it"):
             attempt()
     engine.dispose()
+
+
+def test_reward_vectors_are_packed_per_tick_and_runs_stored_as_json_rows_read_export_and_replay_the_same(db_url, tmp_path):
+    """A tick's reward vectors go into one packed row, read back into every step's `components`; a run whose vectors
+    are JSON in each step row (stored before 0006: what the downgrade writes) reads, exports and replays identically."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from analysis.frames import export_run
+    from runner.replay import replay_run
+
+    store = Store(db_url)
+    sets = ["sanctions=true", "reward_weights={payoff: 1, envy: -0.5, norm_broken: -1}",
+            "population=[{count: 3, strategy: sustainable}, {count: 2, strategy: greedy}]"]
+    run_id = execute(build_spec("commons", ticks=4, sets=sets), store).run_id
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM agent_steps WHERE components IS NOT NULL")).scalar() == 0
+        assert conn.execute(text("SELECT count(*) FROM reward_vectors WHERE run_id = :r"), {"r": run_id}).scalar() == 4
+    packed = [(s.tick, s.agent_id, s.components) for s in store.steps(run_id)]
+    agents = [a.model_dump() for a in store.run_agents(run_id)]
+    assert all(c and "payoff" in c for *_, c in packed) and any("norm_broken" in c for *_, c in packed)
+    export_run(store, run_id, tmp_path / "packed", "csv")
+    store.close()
+
+    cfg = _alembic_config()
+    engine = Store(db_url).engine
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0005")  # the vectors back into each step's row, as runs stored before kept them
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM agent_steps WHERE components IS NULL")).scalar() == 0
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0006")
+    engine.dispose()
+    old = Store(db_url)
+    assert [(s.tick, s.agent_id, s.components) for s in old.steps(run_id)] == packed
+    assert [a.model_dump() for a in old.run_agents(run_id)] == agents and len(agents) == 5
+    export_run(old, run_id, tmp_path / "rows", "csv")
+    for table in ("agent_steps", "ticks", "events"):
+        assert (tmp_path / "rows" / f"{table}.csv").read_bytes() == (tmp_path / "packed" / f"{table}.csv").read_bytes()
+    assert replay_run(old, run_id)["matched"]
+
+
+@pytest.mark.parametrize("ids", [[], [7], [1, 2, 3, 4, 5, 6], [3, 40, 41, 70_000, 2**40]])
+def test_packed_reward_vectors_read_back_as_the_json_rows_did(ids):
+    """Packing keeps every value (one value for all, few distinct, all distinct, NaN and inf as null, -0.0 as no
+    component) under any ids, and reads back each agent's vector as its JSON row read back."""
+    import json
+
+    import numpy as np
+
+    from sim.core.records import RewardVectors
+    from sim.store.encoding import dumps
+    from sim.store.vectors import pack, read_vectors
+
+    rng = np.random.default_rng(len(ids))
+    n = len(ids)
+    columns = {"payoff": rng.integers(-2, 3, n).astype(float), "welfare": np.full(n, 0.1 + 0.2),
+               "envy": rng.random(n) * 1e-3, "fined": np.where(rng.random(n) < 0.5, -0.0, 2.5),
+               "odd ünïcode": np.array([float("nan"), float("inf"), -float("inf"), 1e308, -5e-324, 0.0][:n] + [1.0] * (n - 6))}
+    vectors = RewardVectors(ids, columns)
+    got = read_vectors(pack(vectors))
+    assert list(got) == ids
+    assert got == {aid: json.loads(dumps(vectors.vector(i))) for i, aid in enumerate(ids)}
+    for i, vec in enumerate(got.values()):
+        assert vec["payoff"] == columns["payoff"][i] and vec.get("fined", 0.0) == columns["fined"][i]
+        assert ("fined" in vec) == (columns["fined"][i] == 2.5)  # a -0.0 is no component

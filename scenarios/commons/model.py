@@ -33,7 +33,10 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any, Optional
+
+import numpy as np
 
 from sim.contracts.agent import SocietyAgent
 from scenarios.commons import govsim, lake, learning, norms, prompts, report
@@ -45,11 +48,13 @@ from scenarios.commons.probes import PROBES
 from scenarios.commons.strategies import STRATEGIES, sustainable_share
 from sim.core.contracts import Decision, DecisionRequest, RequestBatch, columns_of
 from sim.core.spaces import Choice, Number, Space, Text
+from sim.reward.components import Column
 from sim.tick.model import SocietyModel
 
 NORM = norms.NORM
 CONVERSE = prompts.CONVERSE  # the post-harvest conversation's rounds, one phase each (conversation_rounds)
 MAYOR_LISTS = 20  # the mayor's report names at most this many fishers' catches
+_by_id, _catch = attrgetter("unique_id"), attrgetter("catch")
 
 
 class Fisher(SocietyAgent):
@@ -387,7 +392,7 @@ class CommonsModel(SocietyModel):
         caught = lake.ration(demand, self.stock, self.random)
         over = lake.sustainable_catch(self.stock, self.config.regrowth, max(1, self.present())) + 1e-9
         self.month_actions = len(caught)
-        self.month_over = sum([demand[aid] > over for aid in caught])
+        self.month_over = sum(map(over.__lt__, demand.values()))  # (every fisher with a demand is in `caught`)
         self.actions += self.month_actions
         self.over_actions += self.month_over
         self._land(caught)
@@ -418,11 +423,13 @@ class CommonsModel(SocietyModel):
         """Each fisher's landed catch, judged against the norm in force (compliance or violation, and the month's
         monitoring cost while sanctions are on)."""
         fishers, norm, c = self.agent_map(), self.norm, self.config
-        if norm is None:
-            for aid, amount in caught.items():
-                f = fishers[aid]
-                f.catch = amount
-                f.gain += amount
+        if norm is None:  # (fisher by fisher in the set's order, not the catches' shuffled one: no jumps in memory)
+            landed = caught.get
+            for f in self.present_fishers():
+                amount = landed(f.unique_id)
+                if amount is not None:
+                    f.catch = amount
+                    f.gain += amount
             return
         monitoring = c.monitoring_cost if c.sanctions else 0.0
         for aid, amount in caught.items():
@@ -459,12 +466,13 @@ class CommonsModel(SocietyModel):
         """Each fisher's catch less its costs; a fisher that has not joined yet has none (and so no reward)."""
         return {f.unique_id: f.catch - f.costs for f in self.present_fishers()}
 
-    def reward_components(self) -> dict[str, dict[int, float]]:
+    def reward_components(self) -> dict[str, Column]:
         """The fisher's catch and the lake's change this month (sanctions received and norm compliance are the common
         components `fined`, `norm_kept`, `norm_broken`)."""
         present = self.present_fishers()
-        return {"catch": {f.unique_id: f.catch for f in present},
-                "stock_change": dict.fromkeys([f.unique_id for f in present], self.stock - self.stock_before)}
+        ids = np.fromiter(map(_by_id, present), dtype=np.int64, count=len(present))
+        return {"catch": Column(ids, np.fromiter(map(_catch, present), dtype=np.float64, count=len(present))),
+                "stock_change": Column(ids, np.full(len(present), self.stock - self.stock_before))}
 
     def after_reward(self, rewards: Mapping[int, float]) -> None:
         if self._late:

@@ -5,6 +5,7 @@ between decision contracts are defined (over-usage, efficiency over the months s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
 from scenarios.commons.lake import sustainable_catch
@@ -44,13 +45,14 @@ COMPONENT_DOCS = {
 }
 UNITS = {"stock": "tons", "stock_start": "tons", "catch_total": "tons", "catch_mean": "tons",
          "gain_so_far": "tons", "over_usage": "share", "state.stock": "tons"}
+_catch, _gain = attrgetter("catch"), attrgetter("gain")
 
 
 def month_metrics(model: "CommonsModel") -> dict[str, float]:
     """This month's figures, and the GovSim figures so far (named `*_so_far`), over the fishers taking part."""
     fishers = model.present_fishers()
-    catches = [f.catch for f in fishers]
-    total_gain = sum(f.gain for f in fishers)
+    catches = list(map(_catch, fishers))
+    total_gain = sum(map(_gain, fishers))
     return {
         "stock": model.stock,
         "stock_start": model.stock_start,

@@ -277,7 +277,8 @@ class DonorModel(SocietyModel):
         return own, vh2024.DONATION_QUESTION.format(units=units)
 
     def _round_of(self, agent: Donor) -> Optional[tuple[Donor, dict[str, Any], str]]:
-        """A donor's recipient this round, what it observes of it, and the prompt text; None when it does not donate."""
+        """A donor's recipient this round, what it observes of it, and the prompt text (an LLM donor's only: a scripted
+        one reads the observation); None when it does not donate."""
         recipient = self.pairs.get(agent.unique_id)
         if recipient is None:
             return None
@@ -290,6 +291,8 @@ class DonorModel(SocietyModel):
         }
         if self.paper:
             obs["in_units"] = True  # the gift is asked in units (strategies.gift)
+            return recipient, obs, ""
+        if agent.policy != "llm":
             return recipient, obs, ""
         own = tpl.OWN_STRATEGY.substitute(text=self.quoted(agent.strategy_text)) if agent.strategy_text else ""
         context = self._rules() + tpl.SELF.substitute(agent=agent.unique_id, strategy=own) + tpl.ROUND.substitute(
@@ -340,8 +343,9 @@ class DonorModel(SocietyModel):
             self.round_punish += 1
             self.round_given.append(0.0)
             self.norms.sanction(donor.unique_id, recipient.unique_id, NORM, cost=x, fine=removed)
-            donor.remember(self.tick, "observation", f"I paid {x:.2f} units to punish player {recipient.unique_id}.")
-            if self.config.reciprocity_cues:
+            if donor.remembers:  # (a scripted donor keeps no memory: the line is not even written)
+                donor.remember(self.tick, "observation", f"I paid {x:.2f} units to punish player {recipient.unique_id}.")
+            if self.config.reciprocity_cues and recipient.remembers:
                 recipient.remember(self.tick, "observation", f"Player {donor.unique_id} punished me: I lost {removed:.2f} units.")
             recipient.relate(donor.unique_id, -0.3)
         else:
@@ -355,8 +359,9 @@ class DonorModel(SocietyModel):
             self.round_given.append(share)
             self.round_units += x
             self.emit("donation", donor.unique_id, recipient.unique_id, share=share, amount=x, received=received)
-            donor.remember(self.tick, "observation", f"I gave {x:.2f} units ({100 * share:.0f}%) to player {recipient.unique_id}.")
-            if self.config.reciprocity_cues:
+            if donor.remembers:  # (a scripted donor keeps no memory: the line is not even written)
+                donor.remember(self.tick, "observation", f"I gave {x:.2f} units ({100 * share:.0f}%) to player {recipient.unique_id}.")
+            if self.config.reciprocity_cues and recipient.remembers:
                 recipient.remember(self.tick, "observation", f"Player {donor.unique_id} gave me {received:.2f} units.")
             if share > 0:
                 recipient.relate(donor.unique_id, 0.2)

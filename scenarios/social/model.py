@@ -381,7 +381,8 @@ class SocialModel(SocietyModel):
         self.counts["posts" if kind == "post" else "comments"] += 1
         self.wrote[idx] = item
         self.tick_items.append(item)
-        self.members[idx].remember(self.tick, "note", f"I wrote a {kind}: {self.edition.note(text)}")
+        if self.members[idx].remembers:  # (a scripted member keeps no memory: its note is not even written)
+            self.members[idx].remember(self.tick, "note", f"I wrote a {kind}: {self.edition.note(text)}")
 
     def _publish(self) -> None:
         """Posts and comments become events, with their final stance."""

@@ -25,11 +25,24 @@ class SocietyAgent(mesa.Agent):
         self.strategy = strategy
         self.persona = persona
         self.memory = memory if memory is not None else Memory()  # (an empty Memory is falsy)
-        self.total_payoff = 0.0
-        self.last_payoff = 0.0
-        self.last_reward = 0.0
         self.feedback: dict[str, float] = {}
         self.stored_memory_version = 0  # the memory version last written to the store
+
+    @property
+    def last_payoff(self) -> float:
+        """Its material payoff in the last tick (0.0 before the first, or when it was not paid); the model keeps every
+        agent's in columns (sim.tick.payments)."""
+        return self.model.payments.payoffs.get(self.unique_id, 0.0)
+
+    @property
+    def last_reward(self) -> float:
+        """Its reward in the last tick (0.0 before the first, or when it got none)."""
+        return self.model.payments.rewards.get(self.unique_id, 0.0)
+
+    @property
+    def total_payoff(self) -> float:
+        """Its payoffs summed over the ticks it took part in."""
+        return self.model.payments.total(self.unique_id)
 
     @property
     def remembers(self) -> bool:

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import numpy as np
+
 from sim.core.contracts import Event
 
 
@@ -25,14 +27,62 @@ class AgentStepRecord:
     backend: str
     reason: Optional[str]
     memory: Optional[dict[str, Any]]  # None: unchanged since the last stored snapshot
-    components: Optional[dict[str, float]] = None  # the reward vector (sim.reward.components); None before contract 7
+    components: Optional[dict[str, Any]] = None  # the reward vector (sim.reward.components); None before contract 7
 
     def row(self, prefix: tuple, encode: Callable[[Any], str]) -> tuple:
         """The store's row: `prefix + (agent_id, backend, action JSON, payoff, reward, fallback, reason,
-        memory JSON or None, components JSON or None)`."""
+        memory JSON or None)` (the reward vector is stored apart, a tick's in one packed column: `RewardVectors`)."""
         return prefix + (self.agent_id, self.backend, encode(self.action), self.payoff, self.reward, self.fallback,
-                         self.reason, None if self.memory is None else encode(self.memory),
-                         None if self.components is None else encode(self.components))
+                         self.reason, None if self.memory is None else encode(self.memory))
+
+
+class RewardVectors:
+    """A tick's reward vectors in columns: `columns[name][i]` is component `name` of agent `agent_ids[i]`.
+
+    What the reward layer computes over arrays and the store packs per tick (sim.store.vectors). An
+    agent's vector, as it reads (`vector`), is its non-zero components by name in column order, the
+    payoff always in (0.0 where it has none).
+    """
+
+    __slots__ = ("agent_ids", "columns", "_lists")
+
+    def __init__(self, agent_ids: Sequence[int], columns: Mapping[str, np.ndarray]) -> None:
+        self.agent_ids = agent_ids
+        self.columns = dict(columns)
+        for name, values in self.columns.items():
+            if len(values) != len(agent_ids):
+                raise ValueError(f"reward component {name!r} has {len(values)} values for {len(agent_ids)} agents")
+        self._lists: Optional[list[tuple[str, list[float]]]] = None
+
+    @classmethod
+    def of(cls, agent_ids: Sequence[int], vectors: Sequence[Mapping[str, float]]) -> "RewardVectors":
+        """Columns of per-agent vectors (name -> value; a name an agent lacks is 0 for it), names in first-seen order."""
+        names: dict[str, None] = {}
+        for vec in vectors:
+            names.update(dict.fromkeys(vec))
+        n = len(agent_ids)
+        return cls(agent_ids, {name: np.fromiter((float(v.get(name) or 0.0) for v in vectors), np.float64, n)
+                               for name in names})
+
+    def __len__(self) -> int:
+        return len(self.agent_ids)
+
+    def vector(self, i: int) -> dict[str, float]:
+        """The i-th agent's vector as it reads: its non-zero components by name (the payoff always, 0.0 where it has
+        none; -0.0 counts as zero)."""
+        lists = self._lists
+        if lists is None:
+            lists = self._lists = [(name, values.tolist()) for name, values in self.columns.items()]
+        out: dict[str, float] = {}
+        for name, values in lists:
+            v = values[i]
+            if v or name == "payoff":
+                out[name] = v or 0.0
+        return out
+
+    def vectors(self) -> list[dict[str, float]]:
+        """Every agent's vector, in agent order."""
+        return [self.vector(i) for i in range(len(self.agent_ids))]
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})  # values equal only when their JSON is (but 0.0 / -0.0)
@@ -44,18 +94,20 @@ class StepColumns(Sequence[AgentStepRecord]):
     Built once per tick for every agent, so it holds columns (ids, backends, payoffs, rewards) and
     each phase's `agent id -> value` map rather than one object per agent: at 10,000 agents that
     is most of the cost of recording a tick. `reasons` and `memories` hold only the agents that
-    had a fallback or whose memory changed.
+    had a fallback or whose memory changed; `vectors` the reward vectors, aligned with the agents.
     """
 
-    __slots__ = ("agent_ids", "backends", "payoffs", "rewards", "actions", "reasons", "memories", "components")
+    __slots__ = ("agent_ids", "backends", "payoffs", "rewards", "actions", "reasons", "memories", "vectors")
 
     def __init__(self, agent_ids: Sequence[int], backends: Sequence[str], payoffs: Sequence[float],
                  rewards: Sequence[float], actions: Sequence[tuple[str, Mapping[int, Any]]],
                  reasons: Mapping[int, str], memories: Mapping[int, dict[str, Any]],
-                 components: Optional[Sequence[Optional[dict[str, float]]]] = None) -> None:
+                 vectors: Optional[RewardVectors] = None) -> None:
         self.agent_ids, self.backends, self.payoffs, self.rewards = agent_ids, backends, payoffs, rewards
         self.actions, self.reasons, self.memories = actions, reasons, memories
-        self.components = components  # each agent's reward vector, in agent order (None: not recorded)
+        if vectors is not None and len(vectors) != len(agent_ids):
+            raise ValueError(f"{len(vectors)} reward vectors for {len(agent_ids)} agent steps")
+        self.vectors = vectors  # each agent's reward vector, in agent order (None: not recorded)
 
     def __len__(self) -> int:
         return len(self.agent_ids)
@@ -67,24 +119,23 @@ class StepColumns(Sequence[AgentStepRecord]):
         reason = self.reasons.get(aid)
         return AgentStepRecord(aid, {p: m[aid] for p, m in self.actions if aid in m}, self.payoffs[i], self.rewards[i],
                                reason is not None, self.backends[i], reason, self.memories.get(aid),
-                               None if self.components is None else self.components[i])
+                               None if self.vectors is None else self.vectors.vector(i))
 
     def __iter__(self) -> Iterator[AgentStepRecord]:
         return (self[i] for i in range(len(self)))
 
     def rows(self, prefix: tuple, encode: Callable[[Any], str]) -> list[tuple]:
         """One row per agent for the store: `prefix + (agent_id, backend, action JSON, payoff, reward,
-        fallback, reason, memory JSON or None, components JSON or None)` (as `AgentStepRecord.row`); a
-        one-phase tick encodes each distinct action and each distinct reward vector once."""
+        fallback, reason, memory JSON or None)` (as `AgentStepRecord.row`); a one-phase tick encodes each
+        distinct action once."""
         if len(self.actions) != 1:
             return [st.row(prefix, encode) for st in self]
-        vectors = self._encoded_components(encode)
         phase, chosen = self.actions[0]
         reasons, memories = self.reasons, self.memories
         encoded: dict[Any, str] = {}
         empty = encode({})
         rows = []
-        for aid, backend, payoff, reward, vec in zip(self.agent_ids, self.backends, self.payoffs, self.rewards, vectors):
+        for aid, backend, payoff, reward in zip(self.agent_ids, self.backends, self.payoffs, self.rewards):
             if aid in chosen:
                 v = chosen[aid]
                 kind = type(v)
@@ -100,25 +151,19 @@ class StepColumns(Sequence[AgentStepRecord]):
             reason = reasons.get(aid)
             memory = memories.get(aid)
             rows.append(prefix + (aid, backend, action, payoff, reward, reason is not None, reason,
-                                  None if memory is None else encode(memory), vec))
+                                  None if memory is None else encode(memory)))
         return rows
 
-    def _encoded_components(self, encode: Callable[[Any], str]) -> list[Optional[str]]:
-        """Each agent's reward vector as JSON (None where none is recorded), each distinct vector encoded once."""
-        if self.components is None:
-            return [None] * len(self.agent_ids)
-        done: dict[tuple, str] = {}
-        out: list[Optional[str]] = []
-        for vec in self.components:
-            if vec is None:
-                out.append(None)
-                continue
-            key = tuple((k, v, str(v)) for k, v in vec.items())  # (str: -0.0 and 0.0 apart)
-            text = done.get(key)
-            if text is None:
-                text = done[key] = encode(vec)
-            out.append(text)
-        return out
+
+def reward_vectors(steps: Sequence[AgentStepRecord]) -> Optional[RewardVectors]:
+    """The reward vectors of a tick's steps, in columns: a StepColumns' own, else those of the steps that carry one
+    (None when none does)."""
+    if isinstance(steps, StepColumns):
+        return steps.vectors
+    carried = [st for st in steps if st.components is not None]
+    if not carried:
+        return None
+    return RewardVectors.of([st.agent_id for st in carried], [st.components for st in carried])
 
 
 @dataclass

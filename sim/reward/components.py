@@ -19,11 +19,13 @@ A run's reward is `sum_c weights[c] * component_c` per agent (`reward_weights`, 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Optional
+from dataclasses import dataclass
+from typing import Optional, Union
 
 import numpy as np
 
 from sim.core.contracts import Event
+from sim.core.records import RewardVectors
 
 #: the components every scenario has: name -> what it is
 COMMON_COMPONENTS: dict[str, str] = {
@@ -40,33 +42,54 @@ COMMON_COMPONENTS: dict[str, str] = {
 #: the default weighting: the reward is the material payoff, as before components existed
 DEFAULT_WEIGHTS: dict[str, float] = {"payoff": 1.0}
 
-Components = dict[str, dict[int, float]]
+
+@dataclass(frozen=True)
+class Column:
+    """A component's values for the agents `ids`, as aligned numpy arrays (or sequences): what a scenario that keeps
+    its agents in columns hands over as it is, instead of a dict keyed by agent id."""
+
+    ids: Sequence[int]
+    values: Sequence[float]
 
 
-def inequity(payoffs: Mapping[int, float]) -> tuple[dict[int, float], dict[int, float]]:
-    """(envy, guilt) per agent: Fehr-Schmidt's two inequity terms, in O(n log n) from sorted prefix sums."""
-    ids = list(payoffs)
-    n = len(ids)
+#: one component of a tick: agent id -> value, or a Column (an agent left out has 0 of it)
+Component = Union[Mapping[int, float], Column]
+
+
+def inequity_columns(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(envy, guilt) of payoffs `x`, by position: Fehr-Schmidt's two inequity terms, in O(n log n) from sorted prefix
+    sums (one sort; each payoff's count of others below and above it read off the sorted runs of equal values)."""
+    n = len(x)
     if n < 2:
-        return dict.fromkeys(ids, 0.0), dict.fromkeys(ids, 0.0)
-    x = np.fromiter(payoffs.values(), dtype=np.float64, count=n)
-    order = np.sort(x)
-    prefix = np.concatenate(([0.0], np.cumsum(order)))
-    below = np.searchsorted(order, x, side="left")  # others strictly below (ties contribute 0 either way)
-    above = np.searchsorted(order, x, side="right")
+        return np.zeros(n), np.zeros(n)
+    order = np.argsort(x, kind="stable")
+    ranked = x[order]
+    prefix = np.concatenate(([0.0], np.cumsum(ranked)))
+    first = np.empty(n, dtype=bool)  # where a run of equal payoffs starts (ties contribute 0 either way)
+    first[0] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    run = np.cumsum(first) - 1
+    below = np.empty(n, dtype=np.int64)  # others strictly below
+    above = np.empty(n, dtype=np.int64)  # others at or below, itself included
+    below[order] = starts[run]
+    above[order] = np.append(starts[1:], n)[run]
     total = prefix[-1]
     envy = ((total - prefix[above]) - (n - above) * x) / (n - 1)
     guilt = (below * x - prefix[below]) / (n - 1)
-    return dict(zip(ids, np.maximum(envy, 0.0).tolist())), dict(zip(ids, np.maximum(guilt, 0.0).tolist()))
+    return np.maximum(envy, 0.0), np.maximum(guilt, 0.0)
 
 
-def common_components(payoffs: Mapping[int, float], norm_events: Iterable[Event]) -> Components:
-    """The shared components of one tick, from its payoffs and the norm ledger's events."""
-    out: Components = {"payoff": {i: float(p) for i, p in payoffs.items()}}
-    if payoffs:
-        mean = float(sum(payoffs.values())) / len(payoffs)
-        out["welfare"] = dict.fromkeys(payoffs, mean)
-        out["envy"], out["guilt"] = inequity(payoffs)
+def inequity(payoffs: Mapping[int, float]) -> tuple[dict[int, float], dict[int, float]]:
+    """(envy, guilt) per agent: `inequity_columns` keyed by agent id."""
+    ids = list(payoffs)
+    envy, guilt = inequity_columns(np.fromiter(payoffs.values(), dtype=np.float64, count=len(ids)))
+    return dict(zip(ids, envy.tolist())), dict(zip(ids, guilt.tolist()))
+
+
+def norm_components(norm_events: Iterable[Event]) -> dict[str, dict[int, float]]:
+    """The components the norm ledger's events give (compliances, violations, fines received, sanctions paid for),
+    each with the agents it concerns only."""
     kept: dict[int, float] = {}
     broken: dict[int, float] = {}
     fined: dict[int, float] = {}
@@ -81,46 +104,131 @@ def common_components(payoffs: Mapping[int, float], norm_events: Iterable[Event]
                 fined[e.target] = fined.get(e.target, 0.0) + float(e.data.get("fine", 0.0))
             if e.actor is not None:
                 cost[e.actor] = cost.get(e.actor, 0.0) + float(e.data.get("cost", 0.0))
-    out.update(norm_kept=kept, norm_broken=broken, fined=fined, sanction_cost=cost)
-    return out
+    return {"norm_kept": kept, "norm_broken": broken, "fined": fined, "sanction_cost": cost}
 
 
-def nonzero(ids: Sequence[int], columns: Iterable[tuple[str, np.ndarray]]) -> Components:
-    """Components from per-agent numpy columns (aligned with `ids`), each keeping its non-zero entries only."""
-    return {name: {int(ids[i]): float(values[i]) for i in np.flatnonzero(values)} for name, values in columns}
+class RewardColumns:
+    """A tick's reward components over arrays: each one a float64 column over the agents `ids` (sorted, unique).
+
+    `ids` are the agents present after the tick, and any agent paid this tick that is not; `paid` the positions of
+    the payoffs' agents in `ids`, in the payoffs' order (the order rewards are computed in). A component an agent
+    lacks is 0 for it, so the stored vectors (`vectors`: non-zero components, the payoff always) and the weighted
+    sums (`weigh`) are those of the per-agent dicts the components once were, to the bit.
+    """
+
+    __slots__ = ("ids", "paid", "payoffs", "columns")
+
+    def __init__(self, ids: np.ndarray, paid: Optional[np.ndarray], payoffs: Mapping[int, float]) -> None:
+        """`paid`: None when the payoffs' agents are `ids` themselves, in order."""
+        self.ids, self.paid, self.payoffs = ids, paid, payoffs
+        self.columns: dict[str, np.ndarray] = {}
+
+    @classmethod
+    def of_tick(cls, present: np.ndarray, payoffs: Mapping[int, float], keys: np.ndarray, pay: np.ndarray,
+                norm_events: Iterable[Event], own: Mapping[str, Component]) -> "RewardColumns":
+        """The tick's components: the common ones (from the payoffs and the norm ledger's events), then the scenario's
+        `own` (a name of its own that repeats a common one replaces it). `present`: the ids of the agents present
+        after the tick, sorted; `keys` and `pay` the payoffs' ids and values as arrays, in the payoffs' order."""
+        n = len(keys)
+        if n == len(present) and np.array_equal(keys, present):
+            self = cls(present, None, payoffs)
+        else:
+            ids = present if (positions(present, keys) >= 0).all() else np.union1d(present, keys)
+            self = cls(ids, positions(ids, keys), payoffs)
+        if n:  # (no payoff at all: no agent's vector has one, as no dict had)
+            self.columns["payoff"] = self._spread(pay)
+            self.columns["welfare"] = self._spread(np.full(n, float(sum(payoffs.values())) / n))
+            envy, guilt = inequity_columns(pay)
+            self.columns["envy"], self.columns["guilt"] = self._spread(envy), self._spread(guilt)
+        for name, values in (*norm_components(norm_events).items(), *own.items()):
+            if len(values.ids if isinstance(values, Column) else values):
+                self.columns[name] = _column(self.ids, values)
+            else:  # nobody has it (a name of the scenario's own that repeats a common one still replaces it)
+                self.columns.pop(name, None)
+        return self
+
+    def _spread(self, values: np.ndarray) -> np.ndarray:
+        """Values of the paid agents (in the payoffs' order) as a column over `ids`."""
+        if self.paid is None:
+            return values
+        out = np.zeros(len(self.ids))
+        out[self.paid] = values
+        return out
+
+    def weigh(self, weights: Mapping[str, float]) -> dict[int, float]:
+        """Each paid agent's weighted sum of components (`weighted`), keyed by agent in the payoffs' order."""
+        total = weighted(self.columns, weights, len(self.ids))
+        return dict(zip(self.payoffs, (total if self.paid is None else total[self.paid]).tolist()))
+
+    def vectors(self, present: Sequence[int], keys: np.ndarray) -> RewardVectors:
+        """The reward vectors of the agents present after the tick (`present`: their ids, sorted; `keys` the same as
+        an int64 array); an agent that joined since the components were taken has none (a payoff of 0)."""
+        columns = {name: values for name, values in self.columns.items() if name == "payoff" or values.any()}
+        if keys is not self.ids and not (len(keys) == len(self.ids) and np.array_equal(keys, self.ids)):
+            at = positions(self.ids, keys)
+            inside = at >= 0
+            columns = {name: np.where(inside, values[np.maximum(at, 0)], 0.0) if len(values) else np.zeros(len(keys))
+                       for name, values in columns.items()}
+        return RewardVectors(present, columns)
 
 
-def weigh(components: Mapping[str, Mapping[int, float]], weights: Mapping[str, float],
-          ids: Iterable[int]) -> dict[int, float]:
+def weighted(columns: Mapping[str, np.ndarray], weights: Mapping[str, float], n: int) -> np.ndarray:
+    """`sum_c weights[c] * column_c`, added left to right in the weights' order and only where a component is non-zero
+    (a component absent counts 0): the floats a per-agent loop over the non-zero components gives."""
+    total = np.zeros(n)
+    for name, w in weights.items():
+        values = columns.get(name)
+        if values is not None:
+            total += np.where(values != 0, float(w) * values, 0.0)
+    return total
+
+
+def weigh(components: Mapping[str, Component], weights: Mapping[str, float], ids: Iterable[int]) -> dict[int, float]:
     """Each agent's weighted sum of components (a component an agent lacks counts 0). With the default weights
     ({payoff: 1}) this is the payoff itself, bit for bit."""
-    out = {}
-    terms = [(components.get(name, {}), float(w)) for name, w in weights.items()]
-    for i in ids:
-        total = 0.0
-        for values, w in terms:
-            v = values.get(i)
-            if v:
-                total += w * v
-        out[i] = total
-    return out
+    ids = list(ids)
+    keys = np.fromiter(ids, dtype=np.int64, count=len(ids))
+    order = np.argsort(keys, kind="stable")
+    by_id = keys[order]
+    total = weighted({name: _column(by_id, values) for name, values in components.items()}, weights, len(ids))
+    out = np.empty(len(ids))
+    out[order] = total
+    return dict(zip(ids, out.tolist()))
 
 
-def vectors(components: Mapping[str, Mapping[int, float]], ids: Sequence[int]) -> list[Optional[dict[str, float]]]:
-    """Each agent's reward vector as stored: its non-zero components by name (a zero is left out; payoff always in)."""
-    names = [n for n in components if components[n]]
-    out: list[Optional[dict[str, float]]] = []
-    for i in ids:
-        vec = {}
-        for n in names:
-            v = components[n].get(i)
-            if v or n == "payoff":
-                vec[n] = float(v or 0.0)
-        out.append(vec)
-    return out
+def nonzero(ids: Sequence[int], columns: Iterable[tuple[str, np.ndarray]]) -> dict[str, Column]:
+    """Components from per-agent numpy columns aligned with `ids` (a zero is no component: it is neither stored nor
+    weighed)."""
+    return {name: Column(ids, values) for name, values in columns}
 
 
 def unknown_weights(weights: Mapping[str, float], own: Iterable[str]) -> list[str]:
     """The weight names that are neither a common component nor one of the scenario's own (`own`)."""
     known = set(COMMON_COMPONENTS) | set(own)
     return sorted(set(weights) - known)
+
+
+def _column(ids: np.ndarray, values: Component) -> np.ndarray:
+    """A component as a column over the sorted `ids` (its agents outside `ids` are left out)."""
+    if isinstance(values, Column):
+        keys = np.asarray(values.ids, dtype=np.int64)
+        vals = np.asarray(values.values, dtype=np.float64)
+    else:
+        keys = np.fromiter(values.keys(), dtype=np.int64, count=len(values))
+        vals = np.fromiter(values.values(), dtype=np.float64, count=len(values))
+    if len(keys) == len(ids) and np.array_equal(keys, ids):
+        return vals
+    out = np.zeros(len(ids))
+    at = positions(ids, keys)
+    inside = at >= 0
+    out[at[inside]] = vals[inside]
+    return out
+
+
+def positions(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The position of each key in the sorted array `ids` (-1 where it is not there)."""
+    if not len(ids):
+        return np.full(len(keys), -1, dtype=np.int64)
+    at = np.searchsorted(ids, keys)
+    clipped = np.minimum(at, len(ids) - 1)
+    return np.where(ids[clipped] == keys, clipped, -1)

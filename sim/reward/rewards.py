@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sim.reward.components import DEFAULT_WEIGHTS, weigh
+from sim.reward.components import DEFAULT_WEIGHTS, RewardColumns
 
 RewardMode = Literal["private", "integrated", "cooperative"]
 FeedbackMode = Literal["sparse", "dense", "none"]
@@ -21,11 +21,11 @@ def compute_rewards(payoffs: Mapping[int, float], mode: RewardMode, lam: float =
     """Turn per-agent payoffs into per-agent rewards in the given mode."""
     if not payoffs:
         return {}
+    if mode == "private":
+        return dict(zip(payoffs, map(float, payoffs.values())))
     ids = list(payoffs)
     total = float(sum(payoffs.values()))
     n = len(ids)
-    if mode == "private":
-        return dict(zip(ids, map(float, payoffs.values())))
     if mode == "cooperative":
         return {i: total / n for i in ids}
     if mode == "integrated":
@@ -44,13 +44,12 @@ class RewardLayer:
     feedback: FeedbackMode = "sparse"
     weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
 
-    def rewards(self, payoffs: Mapping[int, float],
-                components: Mapping[str, Mapping[int, float]] | None = None) -> dict[int, float]:
+    def rewards(self, payoffs: Mapping[int, float], components: RewardColumns | None = None) -> dict[int, float]:
         """Rewards in the configured mode over the weighted components (over the payoffs themselves when no
         components are given or the weights are the default, {payoff: 1})."""
         if components is None or dict(self.weights) == DEFAULT_WEIGHTS:
             return compute_rewards(payoffs, self.mode, self.lam)
-        return compute_rewards(weigh(components, self.weights, payoffs), self.mode, self.lam)
+        return compute_rewards(components.weigh(self.weights), self.mode, self.lam)
 
     def feedback_for(self, agent_id: int, rewards: Mapping[int, float], metrics: Mapping[str, float]) -> dict[str, float]:
         """What the agent is told after a tick: its reward, plus group metrics when dense; nothing when none

@@ -15,6 +15,7 @@ import functools
 import os
 import socket
 import uuid
+from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Optional
 
@@ -25,12 +26,14 @@ from sqlmodel import Session, SQLModel, select
 
 from sim.core.errors import RunTaken, UsageError
 from sim.core.interrupts import shielded
-from sim.core.records import StepColumns, TickRecord
+from sim.core.records import StepColumns, TickRecord, reward_vectors
 from sim.core.spec import RunSpec
 from sim.store.encoding import dumps, json_safe
 from sim.store.schema import as_url, make_engine
 from sim.store.snapshots import TickSnapshot
-from sim.store.tables import RUN_STATUSES, AgentStep, EventRow, LLMCall, Run, RunAgent, SweepRow, Tick, utc_now
+from sim.store.tables import (RUN_STATUSES, AgentStep, EventRow, LLMCall, RewardVectorsRow, Run, RunAgent, SweepRow, Tick,
+                              utc_now)
+from sim.store.vectors import pack, read_vectors
 
 
 def _shield_methods(cls: type) -> type:
@@ -60,8 +63,7 @@ class Store:
         self.url = url
         self.engine = make_engine(url, create=create)
         mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-        cols = ("run_id", "tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason", "memory",
-                "components")
+        cols = ("run_id", "tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason", "memory")
         self._steps_sql = f"INSERT INTO agent_steps ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
 
     # ----- writing ----------------------------------------------------------------------
@@ -89,13 +91,15 @@ class Store:
         """Commit a tick, its agent steps, events and LLM calls, and the run's progress, at once.
 
         Rows go in bulk (one executemany per table, SQLAlchemy Core), not object by object
-        through the ORM: a tick of 10,000 agents costs milliseconds, not seconds.
+        through the ORM: a tick of 10,000 agents costs milliseconds, not seconds. The steps' reward
+        vectors go in one packed row (sim.store.vectors).
         """
         t = record.tick
         if isinstance(record.steps, StepColumns):
             steps = record.steps.rows((run_id, t), dumps)
         else:
             steps = [st.row((run_id, t), dumps) for st in record.steps]
+        vectors = reward_vectors(record.steps)
         events = [{"run_id": run_id, "tick": t, "kind": ev.kind, "actor": ev.actor, "target": ev.target, "data": ev.data}
                   for ev in record.events]
         calls = [{"run_id": run_id, **c} for c in llm_calls]
@@ -105,6 +109,8 @@ class Store:
             if steps:
                 # the big table: straight to the driver's executemany with JSON already encoded
                 conn.exec_driver_sql(self._steps_sql, steps)
+            if vectors is not None:
+                conn.execute(insert(RewardVectorsRow.__table__), [{"run_id": run_id, "tick": t, "data": pack(vectors)}])
             if events:
                 conn.execute(insert(EventRow.__table__), events)
             if calls:
@@ -178,7 +184,7 @@ class Store:
         with self.engine.begin() as conn:
             if conn.execute(sa_select(runs.c.id).where(runs.c.id == run_id)).first() is None:
                 return False
-            for table in (LLMCall, EventRow, AgentStep, Tick, RunAgent):
+            for table in (LLMCall, EventRow, RewardVectorsRow, AgentStep, Tick, RunAgent):
                 conn.execute(delete(table.__table__).where(table.__table__.c.run_id == run_id))
             conn.execute(delete(runs).where(runs.c.id == run_id))
         return True
@@ -222,7 +228,14 @@ class Store:
         return self._rows(Tick, run_id)
 
     def steps(self, run_id: str) -> list[AgentStep]:
-        return self._rows(AgentStep, run_id)
+        """Every agent step of the run, by tick and agent, each with its reward vector in `components`."""
+        rows = self._rows(AgentStep, run_id)
+        with self.engine.connect() as conn:
+            vectors = _Vectors(conn, run_id)
+            for r in rows:
+                if r.components is None:
+                    r.components = vectors.of(r.tick, r.agent_id)
+        return rows
 
     def events(self, run_id: str, tick: Optional[int] = None) -> list[EventRow]:
         if tick is None:
@@ -232,12 +245,14 @@ class Store:
 
     def iter_rows(self, model: type[SQLModel], run_id: str, chunk: int = 20_000) -> Iterator[list[Any]]:
         """A run's rows of one per-run table, in the order `ticks`/`steps`/`events`/`llm_calls` return them, as
-        chunks of at most `chunk` rows read as a stream (an export of millions of rows holds one chunk)."""
+        chunks of at most `chunk` rows read as a stream (an export of millions of rows holds one chunk); agent
+        steps with their reward vectors in `components`, as `steps` gives them."""
         columns = model.__table__.c
         query = sa_select(model.__table__).where(columns.run_id == run_id).order_by(*_order(model))
         with self.engine.connect() as conn:
-            yield from (list(part) for part in
-                        conn.execution_options(stream_results=True, yield_per=chunk).execute(query).partitions())
+            vectors = _Vectors(conn, run_id) if model is AgentStep else None
+            for part in conn.execution_options(stream_results=True, yield_per=chunk).execute(query).partitions():
+                yield list(part) if vectors is None else [vectors.filled(r) for r in part]
 
     def fallback_count(self, run_id: str) -> int:
         """Agent steps with a fallback decision (counted in SQL)."""
@@ -287,10 +302,12 @@ class Store:
                                        .where(*at(s)).order_by(s.tick, s.agent_id)))
             events = _Rows(conn.execute(sa_select(e.tick, e.kind, e.actor, e.target, e.data)
                                         .where(*at(e)).order_by(e.tick, e.id)))
+            vectors = _Vectors(conn, run_id, tick)
             for row in ticks:
                 snap = TickSnapshot(row.metrics, row.state, [], [])
                 for r in steps.up_to(row.tick):
-                    snap.steps.append([r.agent_id, r.action, r.payoff, r.reward, bool(r.fallback), r.memory, r.components])
+                    vec = r.components if r.components is not None else vectors.of(row.tick, r.agent_id)
+                    snap.steps.append([r.agent_id, r.action, r.payoff, r.reward, bool(r.fallback), r.memory, vec])
                 for r in events.up_to(row.tick):
                     snap.events.append([r.kind, r.actor, r.target, r.data])
                 yield row.tick, snap
@@ -324,9 +341,11 @@ class Store:
         """Copy a parent's ticks 1..upto (ticks, agent steps, events, LLM calls as cache hits) into a fork, at once.
         (Its initial state and agents are the fork's own model's, stored as it replays: the same world.)"""
         t, s, e, c = Tick.__table__, AgentStep.__table__, EventRow.__table__, LLMCall.__table__
+        v = RewardVectorsRow.__table__
         with self.engine.begin() as conn:
             for table, order, cols, replace in (
                     (t, t.c.tick, ("tick", "metrics", "state", "duration_s"), {}),
+                    (v, v.c.tick, ("tick", "data"), {}),
                     (s, s.c.id, ("tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason",
                                  "memory", "components"), {}),
                     (e, e.c.id, ("tick", "kind", "actor", "target", "data"), {}),
@@ -382,6 +401,38 @@ def _order(model: type[SQLModel]) -> tuple[Any, ...]:
     """The order a per-run table's rows are read in: by tick, then agent (steps) or insertion (events, calls)."""
     c = model.__table__.c
     return (c.tick, c.agent_id) if model is AgentStep else (c.tick, c.id) if model in (EventRow, LLMCall) else (c.tick,)
+
+
+_StepRow = namedtuple("_StepRow", [c.name for c in AgentStep.__table__.columns])  # type: ignore[misc]
+
+
+class _Vectors:
+    """A run's packed reward vectors (sim.store.vectors), read as a stream by tick and unpacked one tick at a time;
+    asked in tick order (as the agent steps are read)."""
+
+    def __init__(self, conn: Any, run_id: str, tick: Optional[int] = None) -> None:
+        c = RewardVectorsRow.__table__.c
+        query = sa_select(c.tick, c.data).where(c.run_id == run_id, *([c.tick == tick] if tick is not None else []))
+        self._rows = _Rows(conn.execution_options(stream_results=True, yield_per=64).execute(query.order_by(c.tick)))
+        self._tick: Optional[int] = None
+        self._vectors: dict[int, dict[str, Any]] = {}
+
+    def of(self, tick: int, agent_id: int) -> Optional[dict[str, Any]]:
+        """The agent's reward vector at `tick` (None when the tick has none packed, or not for this agent)."""
+        if tick != self._tick:
+            self._tick = tick
+            self._vectors = {}
+            for r in self._rows.up_to(tick):
+                self._vectors = read_vectors(r.data)
+        return self._vectors.get(agent_id)
+
+    def filled(self, row: Any) -> Any:
+        """An agent_steps row with its packed reward vector in `components` (the row itself when it has its own, or
+        none is packed for it)."""
+        if row.components is not None:
+            return row
+        vec = self.of(row.tick, row.agent_id)
+        return row if vec is None else _StepRow(*row)._replace(components=vec)
 
 
 class _Rows:

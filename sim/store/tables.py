@@ -1,9 +1,9 @@
 """Every table of the store, as SQLModel models (the schema itself is made by the migrations in ./migrations).
 
 runs (one row per run: spec, status, timings, final metrics, lineage, owner), sweeps, ticks (metrics
-and world state), agent_steps (each agent's actions, payoff, reward, fallback, memory), events and
-llm_calls (the cache: prompt, answer, tokens). `tests/test_store.py` checks the models and the
-migrations agree.
+and world state), agent_steps (each agent's actions, payoff, reward, fallback, memory), reward_vectors
+(each tick's reward vectors, packed), events and llm_calls (the cache: prompt, answer, tokens).
+`tests/test_store.py` checks the models and the migrations agree.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from sqlalchemy import JSON, Column, Index, Text
+from sqlalchemy import JSON, Column, Index, LargeBinary, Text
 from sqlmodel import Field, SQLModel
 
 RUN_STATUSES = ("running", "finished", "failed", "collapsed", "stopped")  # stopped: ended on request before its horizon
@@ -58,6 +58,7 @@ class RunAgent(SQLModel, table=True):
     start). Written as agents join, so a run that gains agents (the donor game's generations) lists them all."""
 
     __tablename__ = "run_agents"
+    __table_args__ = {"sqlite_with_rowid": False}  # (SQLite: rows kept in the key's order, no second index; since 0006)
     run_id: str = Field(foreign_key="runs.id", primary_key=True)
     agent_id: int = Field(primary_key=True)
     joined: int
@@ -109,8 +110,19 @@ class AgentStep(SQLModel, table=True):
     fallback: bool = False
     reason: Optional[str] = None
     memory: dict = Field(default_factory=dict, sa_column=Column(JSON))
-    # the reward vector: named components (sim.reward.components), non-zero ones only; NULL before contract 7
+    # the reward vector: named components (sim.reward.components), non-zero ones only. Written here by runs stored
+    # before 0006 (NULL before contract 7); since then a tick's vectors are packed in `reward_vectors`, and the store
+    # reads them back into this field (sim.store.store), so every reader sees them here
     components: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+
+
+class RewardVectorsRow(SQLModel, table=True):
+    """A tick's reward vectors, every agent step's in one packed binary value (sim.store.vectors); since 0006."""
+
+    __tablename__ = "reward_vectors"
+    run_id: str = Field(foreign_key="runs.id", primary_key=True)
+    tick: int = Field(primary_key=True)
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
 class EventRow(SQLModel, table=True):

@@ -35,6 +35,6 @@ def shaped(payoffs: Mapping[int, float], rewards: Mapping[int, float]) -> Mappin
     return rewards
 
 
-def no_vector(payoffs: Mapping[int, float]) -> None:
+def no_vector(payoffs: Mapping[int, float], *columns: Any) -> None:
     """Contracts 1-6: a reward is the payoff alone; agent steps store no reward vector."""
     return None

@@ -14,6 +14,7 @@ from operator import attrgetter
 from typing import Any, ClassVar, Optional
 
 import mesa
+import numpy as np
 
 from sim.contracts.agent import SocietyAgent
 from sim.contracts.memory import Memory
@@ -22,18 +23,20 @@ from sim.core.contracts import Decision, DecisionColumns, DecisionRequest, Event
 from sim.core.profiles import CONTRACT, DecisionProfile, profile
 from sim.core.records import TickRecord
 from sim.core.rng import SeedStream, seed_keys
+from sim.core.spec import policies_used
 from sim.core.spaces import Space
 from sim.core.text import quote
 from sim.reward.docs import metric_docs
 from sim.reward.metrics import PerolatTracker
 from sim.tick.probe import Probe
 from sim.reward.norms import NormLedger
-from sim.reward.components import common_components
+from sim.reward.components import Component, RewardColumns
 from sim.reward.rewards import RewardLayer, describe_feedback
 from sim.tick.broker import DecisionBroker
 from sim.tick import legacy
 from sim.tick.config import ScenarioConfig
 from sim.tick.editions import Editions
+from sim.tick.payments import Payments
 from sim.tick.population import Population, plan_population
 from sim.tick.recording import step_columns
 from sim.tick.roster import Entrants, Roster
@@ -145,6 +148,7 @@ class SocietyModel(mesa.Model):
         self.on_tick = on_tick
         self.reward_layer = reward_layer(config)
         self.norms = NormLedger()
+        self.payments = Payments()  # what the ticks paid each agent (its last payoff and reward, its total)
         self.status = "running"
         self.reason: Optional[str] = None
         self.events: list[Event] = []
@@ -153,6 +157,7 @@ class SocietyModel(mesa.Model):
         self.fallbacks = 0  # fallback decisions so far (records are handed to the store, not kept)
         self._batch_ids: Optional[tuple[Any, list[Any], Any]] = None  # batch_request's agents, their ids and seed keys
         self.population = population if population is not None else plan_population(type(self), config, policy)
+        self._told = "llm" in policies_used(config.population, policy)  # whether any agent reads feedback (LLM agents)
         self.strategies = self.population.strategies  # (with those the config names by reference)
         self.setup()
         self.perolat = PerolatTracker(len(self.agents))
@@ -167,7 +172,7 @@ class SocietyModel(mesa.Model):
         self._perolat_over: Callable[[Mapping[int, float], Mapping[int, float]], Mapping[int, float]] = (
             material if p.metrics >= 2 else legacy.shaped)  # Perolat's four: over the material payoffs (contract 6 on)
         # each agent step stores its reward vector (contract 7 on)
-        self._vector: Callable[[Mapping[int, float]], Optional[dict[str, Mapping[int, float]]]] = (
+        self._vector: Callable[[Mapping[int, float], np.ndarray, np.ndarray, np.ndarray], Optional[RewardColumns]] = (
             self._reward_vector if p.reward_components else legacy.no_vector)
 
     # ----- hooks a scenario fills in: the world ----------------------------------------------------------------
@@ -203,9 +208,10 @@ class SocietyModel(mesa.Model):
         """Material payoff of each agent this tick."""
         return {}
 
-    def reward_components(self) -> Mapping[str, Mapping[int, float]]:
-        """The scenario's own reward components of this tick (called after `payoffs()`): name -> agent id -> value;
-        an agent a component leaves out has 0 of it. Each name is documented in `component_docs`."""
+    def reward_components(self) -> Mapping[str, Component]:
+        """The scenario's own reward components of this tick (called after `payoffs()`): name -> agent id -> value,
+        or name -> a `Column` of ids and values (numpy arrays as a scenario keeps them); an agent a component leaves
+        out has 0 of it. Each name is documented in `component_docs`."""
         return {}
 
     def after_reward(self, rewards: Mapping[int, float]) -> None:
@@ -437,21 +443,22 @@ class SocietyModel(mesa.Model):
         taken = self._decide()
         payoffs = self.payoffs()
         _refuse_non_finite(self.tick, "payoff", payoffs)
-        components = self._vector(payoffs)
+        present = self._roster.ids()[1]
+        paid = np.fromiter(payoffs, dtype=np.int64, count=len(payoffs))
+        pay = np.fromiter(payoffs.values(), dtype=np.float64, count=len(payoffs))
+        components = self._vector(payoffs, present, paid, pay)
         rewards = self.reward_layer.rewards(payoffs, components)
         _refuse_non_finite(self.tick, "reward", rewards)
         metrics = self._measure(payoffs, rewards)
-        layer = self.reward_layer
-        for agent in self.agents:
-            aid = agent.unique_id
-            agent.last_payoff = paid = payoffs.get(aid, 0.0)
-            agent.total_payoff += paid
-            agent.last_reward = rewards.get(aid, 0.0)
-            if agent.policy == "llm":  # feedback is prompt text: only LLM agents read it
-                agent.feedback = layer.feedback_for(aid, rewards, metrics)
+        self.payments.settle(payoffs, rewards, present, paid, pay)  # (each agent's last_payoff, last_reward, total_payoff)
+        if self._told:
+            layer = self.reward_layer
+            for agent in self.agents:
+                if agent.policy == "llm":  # feedback is prompt text: only LLM agents read it
+                    agent.feedback = layer.feedback_for(agent.unique_id, rewards, metrics)
         self.after_reward(rewards)
         state = self.state()
-        steps, fell = step_columns(*self._roster.by_id(), taken, payoffs, rewards, components)
+        steps, fell = step_columns(self._roster, taken, payoffs, rewards, components)
         self.fallbacks += fell
         record = TickRecord(self.tick, metrics, state, steps, list(self.events), self.status)
         self.last_record = record
@@ -493,11 +500,11 @@ class SocietyModel(mesa.Model):
         self.last_metrics = metrics
         return metrics
 
-    def _reward_vector(self, payoffs: Mapping[int, float]) -> dict[str, Mapping[int, float]]:
-        """The tick's reward components: the common ones (sim.reward.components), then the scenario's own."""
-        components: dict[str, Mapping[int, float]] = common_components(payoffs, self.norms.events)
-        components.update(self.reward_components())
-        return components
+    def _reward_vector(self, payoffs: Mapping[int, float], present: np.ndarray, paid: np.ndarray,
+                       pay: np.ndarray) -> RewardColumns:
+        """The tick's reward components, in columns over the agents present (`present`: their ids, sorted): the common
+        ones (sim.reward.components), then the scenario's own. `paid`, `pay`: the payoffs' ids and values as arrays."""
+        return RewardColumns.of_tick(present, payoffs, paid, pay, self.norms.events, self.reward_components())
 
 
 def material(payoffs: Mapping[int, float], rewards: Mapping[int, float]) -> Mapping[int, float]:

@@ -19,6 +19,7 @@ from operator import attrgetter
 from typing import Any, Optional
 
 import mesa
+import numpy as np
 from mesa.agent import AgentSet
 
 _by_id = attrgetter("unique_id")
@@ -32,6 +33,7 @@ class Roster(AgentSet):
     def __init__(self, agents: Iterable[mesa.Agent], random: Any = None) -> None:
         self._snapshot: Optional[tuple[mesa.Agent, ...]] = None
         self._index: Optional[tuple[tuple[mesa.Agent, ...], tuple[mesa.Agent, ...], dict[int, mesa.Agent]]] = None
+        self._ids: Optional[tuple[tuple[mesa.Agent, ...], list[int], np.ndarray]] = None
         super().__init__(agents, random=random)
 
     def __iter__(self) -> Iterator[mesa.Agent]:
@@ -52,6 +54,15 @@ class Roster(AgentSet):
             ordered = tuple(sorted(snap, key=_by_id))
             index = self._index = (snap, ordered, {a.unique_id: a for a in ordered})
         return index[1], index[2]
+
+    def ids(self) -> tuple[list[int], np.ndarray]:
+        """The agents' unique_ids, sorted, as a list and as an int64 array (rebuilt only when the set changes)."""
+        ordered, _ = self.by_id()
+        cached = self._ids
+        if cached is None or cached[0] is not ordered:
+            ids = list(map(_by_id, ordered))
+            cached = self._ids = (ordered, ids, np.fromiter(ids, dtype=np.int64, count=len(ids)))
+        return cached[1], cached[2]
 
     def _changed(self) -> None:
         self._snapshot = None
@@ -91,6 +102,7 @@ class Roster(AgentSet):
         super().__setstate__(state)
         self._snapshot = None
         self._index = None
+        self._ids = None
 
     def __copy__(self) -> AgentSet:
         """A plain AgentSet of the same agents (`select()` with no filter copies): a copy keeps no
