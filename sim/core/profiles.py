@@ -61,6 +61,9 @@ PROFILES: dict[int, DecisionProfile] = {
                        tick_noun=True, metrics=2),
     7: DecisionProfile(7, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
                        tick_noun=True, metrics=2, reward_components=True),
+    # 8: the platform's switches as 7; the scenarios' editions changed (the grid games store waste and beams)
+    8: DecisionProfile(8, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
+                       tick_noun=True, metrics=2, reward_components=True),
 }
 VERSIONS = tuple(PROFILES)
 #: the decision contract new runs are made under
