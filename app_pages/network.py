@@ -94,7 +94,8 @@ def render(table: pd.DataFrame) -> None:
                            + ("(the same graph)" if same else "(differs: see the note above)"))
         st.caption("hub inequality = Gini of in-degrees; clustering of the undirected graph "
                    f"(estimated from samples above {net.EXACT_CLUSTERING_MAX} nodes)")
-    st.altair_chart(charts.degree_distribution(degrees.groupby("degree").size().reset_index(name="agents")), width="stretch")
+    export.chart(charts.degree_distribution(degrees.groupby("degree").size().reset_index(name="agents")),
+                 f"{run['run_id']}-degrees-t{tick}", key="network-degrees")
 
 
 page(render)

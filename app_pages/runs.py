@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis import launcher
+from analysis import configs
 from app_pages.common import access, clear_caches, db_url, page, read_only_note, set_url, url_list, url_value
 from sim.store.store import Store
 
@@ -29,7 +29,7 @@ def _haystack(view: pd.DataFrame) -> pd.Series:
     hay = parts[0]
     for p in parts[1:]:
         hay = hay + " " + p
-    return hay + " " + view["config"].map(launcher.config_text)
+    return hay + " " + view["config"].map(configs.config_text)
 
 
 def render(table: pd.DataFrame) -> None:
@@ -55,7 +55,7 @@ def render(table: pd.DataFrame) -> None:
         view = view[view["status"].isin(statuses)]
     if text:
         view = view[_haystack(view).str.contains(text, case=False, regex=False)]
-    config_cols = launcher.varying_config(view["config"].tolist(), skip=("reward_mode",))
+    config_cols = configs.varying_config(view["config"].tolist(), skip=("reward_mode",))
     config_cols.index = view.index
     view = pd.concat([view, config_cols], axis=1)
 

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from analysis import launcher, queries  # noqa: E402
+from analysis import configs, launcher, queries  # noqa: E402
 from sim.runner.config import build_spec  # noqa: E402
 from sim.runner.execution import execute  # noqa: E402
 from sim.store.store import Store  # noqa: E402
@@ -304,7 +304,7 @@ def test_runs_list_shows_the_config_that_differs_searches_it_and_keeps_filters_i
 
 
 def test_varying_config_keeps_only_keys_that_differ():
-    cols = launcher.varying_config([{"a": 1, "b": {"c": [1, 2]}, "d": "x" * 80}, {"a": 1, "b": {"c": [1]}, "d": "y"},
+    cols = configs.varying_config([{"a": 1, "b": {"c": [1, 2]}, "d": "x" * 80}, {"a": 1, "b": {"c": [1]}, "d": "y"},
                                     {"a": 1, "b": {"c": [1]}}])
     assert list(cols.columns) == ["config.b.c", "config.d"]
     assert cols["config.b.c"].tolist() == ["[1,2]", "[1]", "[1]"]
