@@ -97,7 +97,7 @@ def _all(run: dict, agents: pd.DataFrame) -> None:
         named = {k: v for k, v in unit.items() if k.startswith("action.")}
         action_unit = unit.get(f"action.{phase}", "") if phase else (next(iter(named.values())) if len(named) == 1 else "")
         export.chart(charts.per_agent(series, "action", title=f"Action per {unit_of_time} ({phase or 'first numeric phase'})",
-                                      unit=action_unit, noun=unit_of_time, order=order),
+                                      unit=action_unit, noun=unit_of_time, order=order, label=phase or "action"),
                      f"{run['run_id']}-actions", key="agents-actions")
     else:
         st.caption("These agents' actions are not numbers: see each one's decisions in **One agent**.")
@@ -117,6 +117,7 @@ def _vectors(run: dict, agents: pd.DataFrame, ids: tuple[int, ...] | None) -> pd
 def _vector_table(run: dict, agents: pd.DataFrame, labels: dict[int, str]) -> None:
     """Sotopia's per-agent, per-dimension scores: each reward component summed over the run, per agent."""
     st.subheader("Reward vectors: each component summed over the run")
+    st.caption("Each agent's score on every dimension the reward layer records (Sotopia's per-agent scores).")
     vectors = _vectors(run, agents, None)
     if vectors is None:
         return
@@ -130,7 +131,7 @@ def _vector_table(run: dict, agents: pd.DataFrame, labels: dict[int, str]) -> No
                  column_config={c: st.column_config.NumberColumn(c, format="%.4g") for c in comps})
     weights = (q("get_run", run, run["run_id"]) or {}).get("config", {}).get("reward_weights") or {"payoff": 1}
     st.caption("The reward is " + " + ".join(f"{w:g} × {c}" for c, w in weights.items())
-               + " per tick, then the reward mode; the other components are recorded beside it (docs/rewards.md).")
+               + " per tick, then the reward mode; the other components are recorded beside it (docs/learning.md).")
 
 
 def _one(run: dict, agents: pd.DataFrame) -> None:
@@ -171,7 +172,7 @@ def _one(run: dict, agents: pd.DataFrame) -> None:
                                   unit=action_units.pop() if len(action_units) == 1 else ""),
                      f"{run['run_id']}-agent{agent}-actions", key="agent-actions")
     _decisions(steps, phases, unit_of_time)
-    _calls(run, agent)
+    _calls(run, agent, unit_of_time)
     _memory(run, steps, unit_of_time)
 
 
@@ -204,7 +205,7 @@ def _decisions(steps: pd.DataFrame, phases: list[str], unit_of_time: str) -> Non
     st.dataframe(styled, hide_index=True, width="stretch", column_config={"tick": st.column_config.NumberColumn(unit_of_time)})
 
 
-def _calls(run: dict, agent: int) -> None:
+def _calls(run: dict, agent: int, unit_of_time: str) -> None:
     calls = q("agent_llm_calls", run, run["run_id"], int(agent))
     st.subheader("LLM calls")
     if calls.empty:
@@ -218,7 +219,7 @@ def _calls(run: dict, agent: int) -> None:
     for _, call in shown.head(200).iterrows():
         flag = " · :red[FALLBACK]" if call["fallback"] else ""
         hit = " · cache hit" if call["cache_hit"] else ""
-        with st.expander(f"tick {call['tick']} · {call['phase']} · {call['model_id']}{hit}{flag}"):
+        with st.expander(f"{unit_of_time} {call['tick']} · {call['phase']} · {call['model_id']}{hit}{flag}"):
             st.markdown("**Prompt**")
             st.code(call["prompt"], language=None, wrap_lines=True)
             st.markdown("**Answer**")

@@ -200,13 +200,13 @@ def degree_distribution(dist: pd.DataFrame) -> alt.Chart:
 
 
 def per_agent(series: pd.DataFrame, column: str, *, title: str, unit: str = "", noun: str = "tick",
-              order: Optional[Sequence[str]] = None) -> alt.Chart:
+              order: Optional[Sequence[str]] = None, label: Optional[str] = None) -> alt.Chart:
     """One line per agent (labelled with who it is, in agent-id order) of `column` over ticks; hovering a legend
     entry brings its agent forward."""
     data = series.dropna(subset=[column])
     agents = list(order) if order is not None else sorted(data["agent"].unique())
     pick = alt.selection_point(fields=["agent"], bind="legend", on="mouseover")
-    label = titled(column, unit)
+    label = titled(label or column, unit)
     return alt.Chart(data, title=title).mark_line(point=len(data["tick"].unique()) <= 40).encode(
         x=tick_axis(noun),
         y=alt.Y(f"{field(column)}:Q", title=label, scale=alt.Scale(zero=False), axis=alt.Axis(format=NUMBER)),
@@ -254,7 +254,7 @@ def norm_counts(timeline: pd.DataFrame, last_tick: int, colours: Mapping[str, st
     ticks = max(last_tick, int(timeline["tick"].max()) if len(timeline) else 0)
     kinds = list(colours) + sorted(set(timeline["kind"]) - set(colours))
     palette_ = list(colours.values()) + ["#999"] * (len(kinds) - len(colours))
-    return alt.Chart(timeline, title="Norm events per tick").mark_bar().encode(
+    return alt.Chart(timeline, title=f"Norm events per {noun}").mark_bar().encode(
         x=alt.X("tick:O", title=noun, scale=alt.Scale(domain=list(range(1, ticks + 1))),
                 axis=alt.Axis(labelOverlap=True, labelAngle=0)),
         y=alt.Y("count:Q", stack="zero", title="events", axis=alt.Axis(format="d", tickMinStep=1)),

@@ -303,6 +303,14 @@ def units(scenario: str) -> dict[str, str]:
     return dict(getattr(scenario_class(scenario), "metric_units", None) or {})
 
 
+def unit_of(units_: dict[str, str], name: str) -> str:
+    """The unit of `name`: its own, else that of the longest `prefix.*` key it falls under (`state.strategies.*`)."""
+    if name in units_:
+        return units_[name]
+    wild = [k for k in units_ if k.endswith(".*") and name.startswith(k[:-1])]
+    return units_[max(wild, key=len)] if wild else ""
+
+
 def lineage_note(run: dict[str, Any], detail: Optional[dict[str, Any]] = None) -> None:
     """Where a run comes from, with links: a fork of which run at which tick, a replay or resume of which run, which
     sweep it belongs to. Nothing for a run of its own."""

@@ -12,7 +12,6 @@ The chosen runs, the group-by fields and the open tab are in the URL, so a copie
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 import pandas as pd
@@ -22,8 +21,9 @@ from analysis import compare as cmp
 from analysis import queries
 from app_pages import charts, export, tick_view
 from app_pages import compare_charts as cc
-from app_pages.common import (as_int, db_url, engine as common_engine, eq, init_state, noun, page, q, set_url, url_list,
-                              url_tabs, url_value)
+from app_pages.common import (as_int, db_url, engine as common_engine, eq, init_state, noun, page, q, set_url, unit_of,
+                              url_list, url_tabs, url_value)
+from app_pages.said import action_words
 
 #: Over time reads one tick frame per run; past this many runs it reads the newest ones and says so
 MAX_OVER_TIME = 400
@@ -148,7 +148,7 @@ def _seeds_figures(view: View, picked: list[str]) -> tuple[pd.DataFrame, list[tu
         part = summary[summary["metric"] == m]
         values = cmp.run_values(view.chosen, view.labels, m)
         figures.append((m, cc.ci_points(part, values, view.names, title=f"{m}: each run, the mean and its 95% interval",
-                                        bounds=cmp.value_bounds(m, values["value"].tolist()), unit=view.units.get(m, ""),
+                                        bounds=cmp.value_bounds(m, values["value"].tolist()), unit=unit_of(view.units, m),
                                         metric=m)))
     return view.named(summary), figures
 
@@ -191,7 +191,7 @@ def _ablation_figures(view: View, picked: list[str]) -> tuple[pd.DataFrame, list
         values = cmp.run_values(view.chosen, label, m)
         figures.append((m, cc.ci_points(summary[summary["metric"] == m], values, names,
                                         title=f"{m}: each run, the mean and its 95% interval",
-                                        bounds=cmp.value_bounds(m, values["value"].tolist()), unit=view.units.get(m, ""),
+                                        bounds=cmp.value_bounds(m, values["value"].tolist()), unit=unit_of(view.units, m),
                                         metric=m)))
     return summary, figures, legend
 
@@ -285,7 +285,7 @@ def _over_time_parts(view: View, frames: dict[str, pd.DataFrame], metric: str, z
     data = cmp.over_time(frames, groups, metric, collapsed)
     each = cmp.run_series(frames, groups, metric, collapsed)
     lines = cmp.reference_lines(view.chosen, view.labels, metric)
-    return data, cc.over_time(data, view.names, metric, unit=view.units.get(metric, ""), lines=lines, noun=view.noun,
+    return data, cc.over_time(data, view.names, metric, unit=unit_of(view.units, metric), lines=lines, noun=view.noun,
                               runs=each, select=select)
 
 
@@ -398,7 +398,7 @@ def _forks(view: View) -> None:
     has_branch = branch is not None and not pd.isna(branch)
     if has_branch:
         st.caption(f"Forks branch after {view.noun} {int(branch)}: up to it, their ticks are the parent's.")
-    export.chart(charts.forks(frames, metric, branch if has_branch else None, unit=view.units.get(metric, ""),
+    export.chart(charts.forks(frames, metric, branch if has_branch else None, unit=unit_of(view.units, metric),
                               noun=view.noun), f"{metric}-parent-and-forks", key="cmp-forks")
     if not prow.empty and not forks.empty:
         _side_by_side(view, prow.iloc[0].to_dict(), forks)
@@ -416,28 +416,8 @@ def _transcript(run: dict[str, Any], ticks: tuple[int, int]) -> dict[int, list[s
     decisions = eq("log_page", run, run["run_id"], kinds=("decision",), ticks=ticks, offset=0, limit=400)
     for _, d in decisions.iterrows():
         flag = " [fallback]" if d["fallback"] else ""
-        out.setdefault(int(d["tick"]), []).append(f"agent {d['agent']}: {_action_words(d['detail'])} → payoff {d['payoff']:.4g}{flag}")
+        out.setdefault(int(d["tick"]), []).append(f"agent {d['agent']}: {action_words(d['detail'])} → payoff {d['payoff']:.4g}{flag}")
     return out
-
-
-def _action_words(detail: str) -> str:
-    """A decision's action in a few words: its choices and numbers (`harvest 5, sanction none`); what it said is in
-    the messages above it."""
-    try:
-        action = json.loads(detail)
-    except ValueError:
-        return detail if len(detail) <= 80 else detail[:79] + "…"
-    if not isinstance(action, dict):
-        return str(action)
-    parts = []
-    for phase, value in action.items():
-        if isinstance(value, float):
-            parts.append(f"{phase} {value:.4g}")
-        elif isinstance(value, str) and len(value) > 40:
-            parts.append(f"{phase} (said)")
-        else:
-            parts.append(f"{phase} {value}")
-    return ", ".join(parts) or "nothing"
 
 
 def _side_by_side(view: View, parent: dict[str, Any], forks: pd.DataFrame) -> None:

@@ -86,17 +86,21 @@ def survival_curves(curves: pd.DataFrame, names: Mapping[str, str], horizon: Opt
 
 
 def collapsed_by(frame: pd.DataFrame, names: Mapping[str, str], noun: str = "tick") -> alt.LayerChart:
-    """GovSim's share of runs collapsed by each tick, per group, with its 95% Wilson interval as error bars."""
+    """GovSim's share of runs collapsed by each tick, per group, with its 95% Wilson interval as error bars (each
+    group's bars a little apart, so they do not hide each other)."""
     data = _named(frame, names)
     rows = order(names)
+    spread = 0.5 / max(1, len(rows))
+    data["at"] = data["tick"] + data["name"].map({n: (k - (len(rows) - 1) / 2) * spread for k, n in enumerate(rows)})
     colour = series_colour("name", rows, title="group")
     tips = ["name:N", "label:N", alt.Tooltip("tick:Q", title=noun), "collapsed:Q", alt.Tooltip("runs:Q", title="runs observed"),
             alt.Tooltip("share:Q", format=".2f"), alt.Tooltip("lo:Q", format=".2f", title="95% lo (Wilson)"),
             alt.Tooltip("hi:Q", format=".2f", title="95% hi (Wilson)")]
     y = alt.Y("share:Q", title="share of runs collapsed", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format=".0%"))
     line = alt.Chart(data).mark_line(point=True, interpolate="step-after").encode(x=tick_axis(noun), y=y, tooltip=tips, **colour)
-    bars = alt.Chart(data).mark_rule(opacity=0.25, strokeWidth=7).encode(
-        x=tick_axis(noun), y=alt.Y("lo:Q", title="share of runs collapsed"), y2="hi:Q", color=colour["color"], tooltip=tips)
+    bars = alt.Chart(data).mark_rule(opacity=0.45, strokeWidth=3).encode(
+        x=alt.X("at:Q", title=noun, axis=alt.Axis(format="d", tickMinStep=1)), y=alt.Y("lo:Q", title="share of runs collapsed"),
+        y2="hi:Q", color=colour["color"], tooltip=tips)
     return alt.layer(bars, line).properties(
         title=alt.TitleParams(f"Share of runs collapsed by each {noun}",
                               subtitle="bars: 95% Wilson interval of the share"), height=260)

@@ -5,7 +5,7 @@ grey when tagged out), apples, the river and its waste, tagging and cleaning bea
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
@@ -17,7 +17,7 @@ from scenarios.grid.frames import ARROWS, Board
 #: a layer's colour on the board (agents have their own)
 LAYER_COLOURS = {"wall": "#555555", "river": "#cfe8f6", "apple": "#3aa84a", "waste": "#8c6d31", "beam": "#f2c14e",
                  "clean beam": "#9be3f2", "tagged out": "#bbbbbb"}
-BOARD = 520  # the board's width in pixels (a cell takes BOARD / width, 8 to 28)
+BOARD = 440  # the board's width in pixels (a cell takes BOARD / width, 8 to 24)
 GIF_CELL = 10  # and in the animation
 
 
@@ -28,8 +28,9 @@ def _rects(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def board_chart(b: Board, cells: pd.DataFrame, agents: pd.DataFrame, walls: pd.DataFrame, *, start: int, title: str,
-                noun: str = "step") -> alt.LayerChart:
-    """The board with a `step` slider over the frames in `cells` (one per tick), starting at `start`."""
+                noun: str = "step", ids: Sequence[int] = ()) -> alt.LayerChart:
+    """The board with a `step` slider over the frames in `cells` (one per tick), starting at `start`; agents named by
+    their ids (`ids`: the run's agent ids in the state's order; else their positions)."""
     h, w = b.shape
     cell = cell_size(b)
     first, last = int(cells["tick"].min()), int(cells["tick"].max())
@@ -43,17 +44,18 @@ def board_chart(b: Board, cells: pd.DataFrame, agents: pd.DataFrame, walls: pd.D
     now = alt.datum.tick == step
     ground = alt.Chart(_rects(cells[cells["layer"].isin(["river", "apple", "waste", "beam", "clean beam"])])).mark_rect(
         opacity=0.9).encode(x=x, x2="col2:Q", y=y, y2="row2:Q", color=colour,
-                            tooltip=["layer:N", "row:Q", "col:Q", alt.Tooltip("agent:Q", title="beam of agent")]
+                            tooltip=["layer:N", "row:Q", "col:Q"]
                             ).add_params(step).transform_filter(now)
+    name = (lambda i: f"agent {ids[int(i)]}" if int(i) < len(ids) else f"agent {int(i)}")
     placed = agents.assign(cx=agents["col"] + 0.5, cy=agents["row"] + 0.5, arrow=agents["orient"].map(ARROWS),
-                           who=agents["agent"].map(lambda i: f"agent {int(i)}"))
-    order = [f"agent {i}" for i in sorted(placed["agent"].unique())]
+                           who=agents["agent"].map(name))
+    order = [name(i) for i in sorted(placed["agent"].unique())]
     body = alt.Chart(placed).mark_circle(size=cell * cell * 0.9, opacity=1).encode(
         x=alt.X("cx:Q", scale=alt.Scale(domain=[0, w], nice=False), axis=None),
         y=alt.Y("cy:Q", scale=alt.Scale(domain=[h, 0], nice=False), axis=None),
         color=alt.condition("datum.out", alt.value(LAYER_COLOURS["tagged out"]),
                             alt.Color("who:N", title="agents", sort=order, scale=alt.Scale(domain=order, range=_agent_colours(len(order))),
-                                      legend=alt.Legend(orient="right"))),
+                                      legend=alt.Legend(orient="bottom", columns=6))),
         tooltip=["who:N", "row:Q", "col:Q", "arrow:N", alt.Tooltip("timeout:Q", title="tagged out for")],
     ).transform_filter(now)
     face = alt.Chart(placed).mark_text(fontSize=max(7, cell - 3), fontWeight="bold", color="white").encode(
@@ -67,7 +69,7 @@ def board_chart(b: Board, cells: pd.DataFrame, agents: pd.DataFrame, walls: pd.D
 
 def cell_size(b: Board) -> int:
     """Pixels a cell takes on the board chart: about `BOARD` wide in all, 8 to 28 a cell."""
-    return int(min(28, max(8, BOARD // max(1, b.shape[1]))))
+    return int(min(24, max(8, BOARD // max(1, b.shape[1]))))
 
 
 def _agent_colours(n: int) -> list[str]:
@@ -115,8 +117,3 @@ def animation(b: Board, cells: pd.DataFrame, agents: pd.DataFrame, ticks: Sequen
     images[0].save(out, format="GIF", save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
     return out.getvalue()
 
-
-def legend_rows(n_agents: int) -> Mapping[str, str]:
-    """What each colour of the animation means."""
-    return {**{k: v for k, v in LAYER_COLOURS.items() if k != "wall"}, "wall": LAYER_COLOURS["wall"],
-            **{f"agent {i}": c for i, c in enumerate(_agent_colours(n_agents))}}

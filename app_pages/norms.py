@@ -42,7 +42,8 @@ def render(table: pd.DataFrame) -> None:
             viol = wide.get("violation", 0)
             wide["compliance_rate"] = comp / (comp + viol).replace(0, pd.NA)
             export.chart(charts.metric(wide, "compliance_rate", unit="share", noun=noun(run["scenario"]),
-                                       title="Compliance rate per tick (no point: no compliance judged that tick)"),
+                                       title=f"Compliance rate per {noun(run['scenario'])} (no point: no compliance "
+                                             f"judged that {noun(run['scenario'])})"),
                          f"{run['run_id']}-compliance", key="norm-compliance")
     _limit_vs_take(run)
     _votes(votes)

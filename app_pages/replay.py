@@ -109,7 +109,8 @@ def _grid(run: dict, cursor: int, last: int, unit: str) -> None:
                    "8): only agents and apples are drawn.")
     left, right = st.columns([3, 2])
     with left:
-        export.chart(grid_view.board_chart(b, cells, agents, grid_frames.walls(b), start=cursor, noun=unit,
+        ids = sorted(int(a) for a in q("run_agents", run, run["run_id"])["agent_id"])
+        export.chart(grid_view.board_chart(b, cells, agents, grid_frames.walls(b), start=cursor, noun=unit, ids=ids,
                                            title=f"Run {run['run_id']}: the board (drag the slider under it)"),
                      f"{run['run_id']}-board-{cursor}", key="replay-board", stretch=False)
     with right:

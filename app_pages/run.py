@@ -15,7 +15,7 @@ import streamlit as st
 from analysis.frames import run_frames
 from app_pages import charts, export, tick_view
 from app_pages.common import (as_int, choose_run, clear_caches, db_url, lineage_note, metric_docs, noun, page, q,
-                              sandbox_note, scenario_class, set_url, tick_picker, url_tabs, url_value)
+                              sandbox_note, scenario_class, set_url, tick_picker, unit_of, url_tabs, url_value)
 from sim.store.store import Store
 
 SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "perolat_peace"]
@@ -84,7 +84,7 @@ def _grid(run: dict, ticks: pd.DataFrame, chosen: list[str], units: dict, lines:
     for i, name in enumerate(chosen):
         with cols[i % len(cols)]:
             chart_key = f"{key}-{name}"
-            export.chart(charts.metric(ticks, name, unit=units.get(name, ""), lines=lines.get(name, ()), noun=unit_of_time,
+            export.chart(charts.metric(ticks, name, unit=unit_of(units, name), lines=lines.get(name, ()), noun=unit_of_time,
                                        select=PICK),
                          f"{run['run_id']}-{name}", key=chart_key,
                          on_select=tick_view.opener(chart_key, PICK, OPENED, run["run_id"]))
@@ -132,7 +132,7 @@ def _metrics(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
         st.subheader(f"{run['scenario']} metrics")
         _grid(run, ticks, chosen, units, lines, "metric")
     with st.expander("What the metrics mean"):
-        st.dataframe(pd.DataFrame([{"metric": k, "unit": units.get(k, ""), "meaning": v} for k, v in docs.items()
+        st.dataframe(pd.DataFrame([{"metric": k, "unit": unit_of(units, k), "meaning": v} for k, v in docs.items()
                                    if k in metric_cols]), hide_index=True, width="stretch")
 
 
@@ -221,7 +221,7 @@ def _report(run: dict, detail: dict, ticks: pd.DataFrame) -> list:
         blocks.append("Metrics over time")
         names = [c for c in ticks.columns if c not in ("tick", "tick_seconds") and not c.startswith("state.")
                  and c not in clock and not c.startswith("norm_")]
-        blocks += [charts.metric(ticks, n, unit=units.get(n, ""), lines=lines.get(n, ()), noun=noun(run["scenario"]))
+        blocks += [charts.metric(ticks, n, unit=unit_of(units, n), lines=lines.get(n, ()), noun=noun(run["scenario"]))
                    for n in names[:12]]
     blocks += ["Config", pd.DataFrame([{"field": k, "value": json.dumps(v, default=str)} for k, v in (detail.get("config") or {}).items()])]
     return blocks

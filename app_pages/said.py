@@ -3,6 +3,7 @@ label must show text literally (the Conversations page and a tick opened from a 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Optional
 
@@ -53,3 +54,23 @@ def structured_line(kind: str, actor: Any, target: Any, data: dict[str, Any]) ->
         utility = f", utility {float(data['utility']):.3g}" if isinstance(data.get("utility"), (int, float)) else ""
         return f"{who(actor)} paid {business} ({who(target)}) {_money(data.get('amount'))}{how}{utility}"
     return None
+
+
+def action_words(detail: str) -> str:
+    """A decision's action in a few words: its choices and numbers (`harvest 5, sanction none`); what it said is in
+    the messages above it."""
+    try:
+        action = json.loads(detail)
+    except ValueError:
+        return detail if len(detail) <= 80 else detail[:79] + "…"
+    if not isinstance(action, dict):
+        return str(action)
+    parts = []
+    for phase, value in action.items():
+        if isinstance(value, float):
+            parts.append(f"{phase} {value:.4g}")
+        elif isinstance(value, str) and len(value) > 40:
+            parts.append(f"{phase} (said)")
+        else:
+            parts.append(f"{phase} {value}")
+    return ", ".join(parts) or "nothing"

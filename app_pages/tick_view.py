@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import eq, noun, q, scenario_class
-from app_pages.said import addressee, structured_line, who
+from app_pages.said import action_words, addressee, structured_line, who
 
 #: what one tick shows at most of each part
 SAID, CALLS = 200, 60
@@ -67,6 +67,7 @@ def _decisions(run: dict[str, Any], tick: int) -> None:
         return
     shown = rows[["agent", "kind", "detail", "payoff", "reward", "fallback", "reason"]].rename(
         columns={"kind": "backend", "detail": "action"})
+    shown["action"] = shown["action"].map(action_words)
     st.dataframe(shown, hide_index=True, width="stretch",
                  column_config={"payoff": st.column_config.NumberColumn(format="%.4g"),
                                 "reward": st.column_config.NumberColumn(format="%.4g")})

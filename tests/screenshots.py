@@ -85,6 +85,10 @@ def build_store(kind: str, url: str) -> None:
     _cli("fork", parent, "--at", "1", "--set", "sanctions=false", "--db", url)  # (the greedy fishers are still there)
     _cli("fork", parent, "--at", "4", "--set", "reward_mode=cooperative", "--db", url)
     run("gathering", sets=GATHERING, ticks=60)
+    code = sweep.with_name("greedy.py")  # a synthesis run whose program is given (no LLM): its episodes' scores
+    code.write_text("def policy(obs):\n    return greedy_action(obs)\n")
+    run("gathering", sets=("map=small", "agents=3", "episode_steps=10", "iterations=4", f"seed_code={code}"),
+        policy="synthesis", ticks=40)
     for seed in range(2):  # the embedded LLM: small on purpose (a CPU)
         run("commons", seed=seed, sets=("fishers=2",), policy="llm", ticks=2)
     run("commons", seed=3, sets=("fishers=3", "talk=true"), policy="llm", ticks=3)  # fishers who talk: a month to open
@@ -125,6 +129,7 @@ PICKS: dict[str, Callable[[Any], Optional[str]]] = {
     "commons": _sanctions, "llm": _talking_llm, "fork": _fork, "social": _scenario("social"),
     "market": _scenario("market"), "cleanup": _scenario("cleanup"), "gathering": _scenario("gathering"),
     "donor": _scenario("donor"),
+    "synthesis": lambda runs: _newest(runs, runs["policy"] == "synthesis") or _scenario("cleanup")(runs),
 }
 
 
@@ -133,8 +138,11 @@ def _compare_all(runs: Any) -> str:
     return f"runs={','.join(part['run_id'])}" if len(part) else ""
 
 
-def _compare_modes(runs: Any) -> str:
-    """The private and cooperative fisheries of seeds 0-2 grouped by reward mode: two groups."""
+def _compare_two(runs: Any) -> str:
+    """Two groups: the survival sweep's fast- and slow-regrowing lakes (else the private and cooperative fisheries)."""
+    swept = runs[runs["config"].map(lambda c: (c or {}).get("regrowth") in (1.3, 1.6))]
+    if len(swept):
+        return f"runs={','.join(swept['run_id'])}&by=regrowth&metrics=gain,survival_time,efficiency"
     part = runs[(runs["scenario"] == "commons") & _config(runs, "fishers", 5) & runs["sweep_id"].isna()
                 & runs["parent_id"].isna() & (runs["policy"] == "scripted")]
     return f"runs={','.join(part['run_id'])}&by=reward_mode" if len(part) else ""
@@ -158,7 +166,7 @@ def _compare_fork(runs: Any) -> str:
 
 
 #: a Compare picture's name -> the runs it compares (URL query)
-CHOICES: dict[str, Callable[[Any], str]] = {"all": _compare_all, "modes": _compare_modes, "sweep": _compare_sweep,
+CHOICES: dict[str, Callable[[Any], str]] = {"all": _compare_all, "two": _compare_two, "sweep": _compare_sweep,
                                             "fork": _compare_fork}
 
 #: page, heading it shows, what the picture shows, the run it suits (a PICKS name) or the runs it compares
@@ -191,11 +199,13 @@ PAGES: list[tuple[str, str, str, str, str]] = [
      "its waste, cleaning and tagging beams) with a step slider drawn in the browser, and the steps animated", "cleanup",
      "tick=beams"),
     ("replay", "Replay", "a Gathering game's board: agents, apples and tagging beams, animated", "gathering", "tick=beams"),
-    ("policies", "Policies", "programs written under policy synthesis (or the note that there are none)", "cleanup", ""),
+    ("policies", "Policies", "a synthesis run's programs, each episode's reward and Perolat's four over iterations, with "
+     "titles and named axes", "synthesis", ""),
     ("compare", "Compare", "every fishery run grouped by policy, backend, lineage and config (15 groups): each run, "
      "the group's mean and its 95% interval, with units", "compare:all", ""),
-    ("compare", "Compare", "two groups (reward modes) across seeds: a row each, never collapsed into one", "compare:modes",
-     ""),
+    ("compare", "Compare", "two groups (random fishers on lakes regrowing x1.3 and x1.6) across seeds: a row each, never "
+     "collapsed into one; each run a dot, the mean a diamond, its 95% interval a bar; gain in tons, survival in months",
+     "compare:two", ""),
     ("compare", "Compare", "survival of random fishers on lakes of three regrowth rates: Kaplan-Meier with its Greenwood "
      "band, the log-rank test between the groups (and each pair, Holm-adjusted), the share collapsed by each month with "
      "Wilson intervals", "compare:sweep", "tab=Survival"),
