@@ -1,5 +1,6 @@
 """Comparing runs: which runs pool as seeds of one group, metric means with intervals that respect the metric's
-bounds, Kaplan-Meier survival curves (lifelines), and metrics over time across runs.
+bounds, Kaplan-Meier survival curves with Greenwood bands and log-rank tests (lifelines), the share of runs
+collapsed by each tick, and metrics over time across runs (a collapsed run counted as 0 after its collapse).
 
 Pure functions of the runs frame from `sim.store.queries.list_runs` (one row per run, final metrics in `m.NAME`
 columns) and of per-run tick frames (`sim.store.queries.tick_frame`): no database, no Streamlit.
@@ -20,13 +21,18 @@ import numpy as np
 import pandas as pd
 
 from scenarios.registry import REGISTRY
-from sim.reward.intervals import finite, is_rate, mean_interval
+from sim.reward.intervals import finite, is_rate, mean_interval, wilson
 
 #: columns of `summarise`, `survival`'s summary, `over_time` and `legend`
 SUMMARY_COLUMNS = ["group", "metric", "n", "mean", "lo", "hi", "sd", "method"]
 SURVIVAL_COLUMNS = ["group", "runs", "share_collapsed", "mean_survival_time", "horizon"]
-CURVE_COLUMNS = ["group", "time", "survival", "at_risk", "collapsed", "censored"]
-OVER_TIME_COLUMNS = ["group", "tick", "runs", "mean", "lo", "hi"]
+CURVE_COLUMNS = ["group", "time", "survival", "lo", "hi", "at_risk", "collapsed", "censored"]
+OVER_TIME_COLUMNS = ["group", "tick", "runs", "after_collapse", "mean", "lo", "hi"]
+RUN_SERIES_COLUMNS = ["run_id", "group", "tick", "value", "after_collapse"]
+COLLAPSED_BY_COLUMNS = ["group", "tick", "runs", "collapsed", "share", "lo", "hi"]
+LOGRANK_COLUMNS = ["group_a", "group_b", "chi2", "p", "p_holm"]
+#: what the Kaplan-Meier band is (lifelines' default interval)
+KM_BAND = "95% pointwise band: Greenwood's variance on log(-log S(t)) (lifelines)"
 #: metric names (last dotted part) that are shares in [0, 1] whatever their values
 UNIT_NAMES = frozenset({"equality", "efficiency", "over_usage", "collapsed", "survived", "gini", "share_collapsed",
                         "survival"})
@@ -191,45 +197,58 @@ def horizons(runs: pd.DataFrame) -> pd.Series:
 
 
 def kaplan_meier(times: Sequence[float], events: Sequence[bool]) -> pd.DataFrame:
-    """Kaplan-Meier estimate S(t) (lifelines' KaplanMeierFitter): the share of runs not collapsed by t; `events`
-    True = collapsed at its time, False = censored (alive when the run ended). One row per time from 0 to the last
-    time (collapse or censoring), so runs that never collapse give a flat line at 1.0 up to their end."""
+    """Kaplan-Meier estimate S(t) (lifelines' KaplanMeierFitter): the share of runs not collapsed by t, with its 95%
+    pointwise band (`lo`, `hi`: Greenwood's variance on the log(-log) scale, `KM_BAND`); `events` True = collapsed at
+    its time, False = censored (alive when the run ended). One row per time from 0 to the last time (collapse or
+    censoring), so runs that never collapse give a flat line at 1.0 up to their end."""
     from lifelines import KaplanMeierFitter
 
-    cols = ["time", "survival", "at_risk", "collapsed", "censored"]
+    cols = CURVE_COLUMNS[1:]
     pairs = [(float(t), bool(e)) for t, e in zip(times, events) if t is not None and math.isfinite(float(t))]
     if not pairs:
         return pd.DataFrame(columns=cols)
     fit = KaplanMeierFitter().fit([t for t, _ in pairs], event_observed=[e for _, e in pairs])
-    table = fit.event_table.join(fit.survival_function_)
-    out = pd.DataFrame({"time": table.index.astype(float), "survival": table.iloc[:, -1].astype(float).to_numpy(),
+    band = fit.confidence_interval_
+    table = fit.event_table.join(fit.survival_function_).join(band)
+    out = pd.DataFrame({"time": table.index.astype(float), "survival": table[fit.survival_function_.columns[0]].astype(float).to_numpy(),
+                        "lo": table[band.columns[0]].astype(float).to_numpy(),
+                        "hi": table[band.columns[1]].astype(float).to_numpy(),
                         "at_risk": table["at_risk"].astype(int).to_numpy(),
                         "collapsed": table["observed"].astype(int).to_numpy(),
                         "censored": table["censored"].astype(int).to_numpy()})
     if out.empty or out["time"].iloc[0] > 0:
-        out = pd.concat([pd.DataFrame([{"time": 0.0, "survival": 1.0, "at_risk": len(pairs), "collapsed": 0,
-                                        "censored": 0}]), out], ignore_index=True)
+        out = pd.concat([pd.DataFrame([{"time": 0.0, "survival": 1.0, "lo": 1.0, "hi": 1.0, "at_risk": len(pairs),
+                                        "collapsed": 0, "censored": 0}]), out], ignore_index=True)
     return out[cols].reset_index(drop=True)
 
 
+def _collapse_times(runs: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each run's survival time (`m.survival_time`, NaN where absent) and whether it collapsed (`m.collapsed` > 0,
+    else status == 'collapsed')."""
+    times = pd.to_numeric(runs["m.survival_time"], errors="coerce") if "m.survival_time" in runs \
+        else pd.Series(np.nan, index=runs.index)
+    if "m.collapsed" in runs:
+        collapsed = pd.to_numeric(runs["m.collapsed"], errors="coerce").fillna(0) > 0
+    else:
+        collapsed = runs["status"] == "collapsed"
+    return times, collapsed
+
+
 def survival(runs: pd.DataFrame, by: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per group: runs, share collapsed, mean survival time, the longest horizon; and its Kaplan-Meier curve.
+    """Per group: runs, share collapsed, mean survival time, the longest horizon; and its Kaplan-Meier curve with its
+    Greenwood band.
 
     Uses the final metrics `survival_time` and `collapsed` (else status == 'collapsed')."""
     if "m.survival_time" not in runs:
         return pd.DataFrame(columns=SURVIVAL_COLUMNS), pd.DataFrame(columns=CURVE_COLUMNS)
     summary, curves = [], []
     reach = horizons(runs)
+    all_times, all_collapsed = _collapse_times(runs)
     for group, idx in runs.groupby(by.values).groups.items():
-        part = runs.loc[idx]
-        times = pd.to_numeric(part["m.survival_time"], errors="coerce")
+        times, collapsed = all_times.loc[idx], all_collapsed.loc[idx]
         ok = times.notna()
         if not ok.any():
             continue
-        if "m.collapsed" in part:
-            collapsed = pd.to_numeric(part["m.collapsed"], errors="coerce").fillna(0) > 0
-        else:
-            collapsed = part["status"] == "collapsed"
         times, collapsed = times[ok], collapsed[ok]
         horizon = float(np.nanmax([reach.loc[idx][ok].max(), times.max()]))
         summary.append({"group": group, "runs": int(ok.sum()), "share_collapsed": float(collapsed.mean()),
@@ -239,6 +258,65 @@ def survival(runs: pd.DataFrame, by: pd.Series) -> tuple[pd.DataFrame, pd.DataFr
         curves.append(curve)
     return (pd.DataFrame(summary, columns=SURVIVAL_COLUMNS),
             pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=CURVE_COLUMNS))
+
+
+def logrank(runs: pd.DataFrame, by: pd.Series) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The log-rank test between the groups' survival (lifelines): over all groups at once (`chi2`, `df`, `p`;
+    None where fewer than two groups have runs), and between each pair (chi2, p, and p adjusted for the pairs by
+    Holm's method). A test with no collapse in any group has nothing to compare: chi2 0, p 1."""
+    from lifelines.statistics import multivariate_logrank_test, pairwise_logrank_test
+
+    times, collapsed = _collapse_times(runs)
+    ok = times.notna().to_numpy()
+    groups = pd.Series(by.to_numpy()[ok])
+    t, e = times.to_numpy()[ok], collapsed.to_numpy()[ok]
+    if groups.nunique() < 2:
+        return {"chi2": None, "df": None, "p": None, "groups": int(groups.nunique()), "runs": int(ok.sum())}, \
+            pd.DataFrame(columns=LOGRANK_COLUMNS)
+    overall = multivariate_logrank_test(t, groups, e)
+    result = {"chi2": float(overall.test_statistic), "df": int(overall.degrees_of_freedom), "p": float(overall.p_value),
+              "groups": int(groups.nunique()), "runs": int(ok.sum())}
+    pairs = pairwise_logrank_test(t, groups, e).summary.reset_index()
+    frame = pd.DataFrame({"group_a": pairs.iloc[:, 0].astype(str), "group_b": pairs.iloc[:, 1].astype(str),
+                          "chi2": pairs["test_statistic"].astype(float), "p": pairs["p"].astype(float)})
+    frame["p_holm"] = holm(frame["p"].tolist())
+    return result, frame[LOGRANK_COLUMNS]
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of p-values for the number of tests (each at most 1, order kept)."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * float(pvalues[i])))
+        out[i] = running
+    return out
+
+
+def collapsed_by_tick(runs: pd.DataFrame, by: pd.Series) -> pd.DataFrame:
+    """Per group and tick t (1 to its longest horizon): the runs observed at t (collapsed by t, or still running at t),
+    how many had collapsed by t, their share and its 95% Wilson interval (GovSim's share collapsed by month)."""
+    times, collapsed = _collapse_times(runs)
+    reach = horizons(runs)
+    rows = []
+    for group, idx in runs.groupby(by.values).groups.items():
+        t, c, h = times.loc[idx], collapsed.loc[idx], reach.loc[idx]
+        ok = t.notna()
+        if not ok.any():
+            continue
+        t, c, h = t[ok], c[ok], h[ok].fillna(t[ok])
+        last = int(np.nanmax([h.max(), t.max()]))
+        for tick in range(1, last + 1):
+            down = c & (t <= tick)
+            seen = down | (t >= tick)  # (a run that ended before t without collapsing is no longer observed)
+            n, k = int(seen.sum()), int(down.sum())
+            if n == 0:
+                continue
+            lo, hi = wilson(k, n)
+            rows.append({"group": group, "tick": tick, "runs": n, "collapsed": k, "share": k / n, "lo": lo, "hi": hi})
+    return pd.DataFrame(rows, columns=COLLAPSED_BY_COLUMNS)
 
 
 # ----- over time ------------------------------------------------------------------------------------------------------
@@ -254,20 +332,56 @@ def tick_metrics(frames: Iterable[pd.DataFrame], skip: Iterable[str] = ()) -> li
     return sorted(seen, key=lambda c: (c.startswith("state."), c))
 
 
-def over_time(frames: Mapping[str, pd.DataFrame], groups: Mapping[str, str], metric: str) -> pd.DataFrame:
-    """Per group and tick, over its runs: how many runs have the tick, the mean, and the min-max band (lo, hi) of
-    `metric`. `frames`: run_id -> tick frame; `groups`: run_id -> group."""
+def collapse_ticks(runs: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """run_id -> (the tick it collapsed at, its horizon) for each run that collapsed (`m.collapsed`, else its status)."""
+    times, collapsed = _collapse_times(runs)
+    reach = horizons(runs)
+    out = {}
+    for i in runs.index[collapsed.to_numpy()]:
+        ticks = pd.to_numeric(runs.at[i, "ticks"], errors="coerce") if "ticks" in runs else np.nan
+        at = times.at[i] if pd.notna(times.at[i]) else ticks
+        if pd.notna(at):
+            out[str(runs.at[i, "run_id"])] = (float(at), float(reach.at[i]) if pd.notna(reach.at[i]) else float(at))
+    return out
+
+
+def run_series(frames: Mapping[str, pd.DataFrame], groups: Mapping[str, str], metric: str,
+               collapsed: Optional[Mapping[str, tuple[float, float]]] = None) -> pd.DataFrame:
+    """Every run's `metric` per tick (run_id, group, tick, value, after_collapse). A run in `collapsed` (run_id ->
+    (collapse tick, horizon): `collapse_ticks`) counts as 0 at every tick after its collapse up to its horizon
+    (GovSim's convention: a collapsed fishery catches nothing and holds no fish), those rows marked `after_collapse`."""
     parts = []
     for run_id, frame in frames.items():
-        if run_id in groups and metric in frame and "tick" in frame:
-            values = pd.to_numeric(frame[metric], errors="coerce")
-            parts.append(pd.DataFrame({"group": groups[run_id], "tick": frame["tick"].to_numpy(),
-                                       "value": values.to_numpy()}).dropna(subset=["value"]))
+        if run_id not in groups or metric not in frame or "tick" not in frame:
+            continue
+        values = pd.to_numeric(frame[metric], errors="coerce")
+        part = pd.DataFrame({"run_id": run_id, "group": groups[run_id], "tick": frame["tick"].to_numpy(),
+                             "value": values.to_numpy(), "after_collapse": False}).dropna(subset=["value"])
+        if collapsed and run_id in collapsed:
+            at, horizon = collapsed[run_id]
+            last = int(max(at, part["tick"].max() if len(part) else at))
+            later = range(last + 1, int(horizon) + 1)
+            if len(later):
+                part = pd.concat([part, pd.DataFrame({"run_id": run_id, "group": groups[run_id], "tick": list(later),
+                                                      "value": 0.0, "after_collapse": True})], ignore_index=True)
+        parts.append(part)
     if not parts:
+        return pd.DataFrame(columns=RUN_SERIES_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[RUN_SERIES_COLUMNS]
+
+
+def over_time(frames: Mapping[str, pd.DataFrame], groups: Mapping[str, str], metric: str,
+              collapsed: Optional[Mapping[str, tuple[float, float]]] = None) -> pd.DataFrame:
+    """Per group and tick, over its runs: how many runs count at the tick (and how many of them only as a collapsed
+    run's 0: `after_collapse`), the mean, and the min-max band (lo, hi) of `metric`. `frames`: run_id -> tick frame;
+    `groups`: run_id -> group; `collapsed`: as in `run_series` (None: a run that ended early leaves the later ticks)."""
+    long = run_series(frames, groups, metric, collapsed)
+    if long.empty:
         return pd.DataFrame(columns=OVER_TIME_COLUMNS)
-    long = pd.concat(parts, ignore_index=True)
-    out = long.groupby(["group", "tick"])["value"].agg(runs="count", mean="mean", lo="min", hi="max").reset_index()
-    return out[OVER_TIME_COLUMNS]
+    long["after_collapse"] = long["after_collapse"].astype(int)
+    out = long.groupby(["group", "tick"]).agg(runs=("value", "count"), after_collapse=("after_collapse", "sum"),
+                                              mean=("value", "mean"), lo=("value", "min"), hi=("value", "max"))
+    return out.reset_index()[OVER_TIME_COLUMNS]
 
 
 def scenario_units(scenario: str) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """Agents: every agent of the run with its role, strategy, persona and payoff (GovSim's per-persona view: each
-agent's action and payoff over time in one chart, a table of totals, over-usage, violations and sanctions), and
-one agent's trajectory, its decisions with the exact prompt and answer from the LLM call log (fallbacks
-highlighted), and its memory and relationships."""
+agent's action and payoff over time in one chart, a table of totals, over-usage, violations and sanctions; the
+agents' reward vectors summed, Sotopia's per-agent scores), and one agent's log: its trajectory, its reward vector
+over time, its decisions with the exact prompt and answer from the LLM call log (fallbacks highlighted), and its
+memory over time (Concordia's memory timeline) and relationships."""
 
 from __future__ import annotations
 
@@ -10,15 +11,19 @@ import json
 import pandas as pd
 import streamlit as st
 
+from analysis import memories
+from analysis.vectors import vector_totals
 from app_pages import charts, export
-from app_pages.common import choose_agent, choose_run, over_usage, page, q, scenario_class, url_tabs
+from app_pages.common import choose_agent, choose_run, noun, over_usage, page, q, scenario_class, units, url_tabs, vq
 
 MAX_LINES = 40
-#: agent steps above which the over-usage count waits to be asked for (it reads every decision)
+#: agent steps above which the over-usage count and the reward vectors wait to be asked for (they read every step)
 BIG_RUN = 200_000
 
 
 def _short(value: object, limit: int = 120) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -43,16 +48,20 @@ def render(table: pd.DataFrame) -> None:
             _one(run, agents)
 
 
+def _big(run: dict, agents: pd.DataFrame) -> bool:
+    return len(agents) * int(run.get("ticks") or 0) > BIG_RUN
+
+
 def _all(run: dict, agents: pd.DataFrame) -> None:
     """Every agent: who it is, its totals, over-usage, violations and sanctions; action and payoff over time."""
     totals = q("agent_totals", run, run["run_id"])
     detail = q("get_run", run, run["run_id"]) or {}
     cls = scenario_class(run["scenario"])
+    unit, unit_of_time = units(run["scenario"]), noun(run["scenario"])
     usage = None
     if getattr(cls, "usage_phase", None):
-        big = len(agents) * int(run.get("ticks") or 0) > BIG_RUN
-        if not big or st.toggle("Count over-usage", help=f"reads every `{cls.usage_phase}` decision of the run: "
-                                                          "seconds on a run of a million agent steps"):
+        if not _big(run, agents) or st.toggle("Count over-usage", help=f"reads every `{cls.usage_phase}` decision of the "
+                                                                         "run: seconds on a run of a million agent steps"):
             usage = over_usage(run, detail.get("config") or {})
     frame = agents.merge(totals, on="agent_id", how="left")
     if usage is not None:
@@ -63,29 +72,66 @@ def _all(run: dict, agents: pd.DataFrame) -> None:
     shown = [c for c in ("agent_id", "role", "name", "policy", "strategy", "persona", "generation", "joined", "ticks", "payoff",
                          "reward", "over_usage", "usage_decisions", "violations", "sanctions_received", "sanctions_given",
                          "fallbacks") if c in frame]
-    st.dataframe(frame[shown], hide_index=True, width="stretch",
-                 column_config={"payoff": st.column_config.NumberColumn("total payoff", format="%.4g"),
+    pay = f" ({unit['payoff']})" if unit.get("payoff") else ""
+    st.dataframe(frame.sort_values("agent_id")[shown], hide_index=True, width="stretch",
+                 column_config={"payoff": st.column_config.NumberColumn(f"total payoff{pay}", format="%.4g"),
                                 "reward": st.column_config.NumberColumn("total reward", format="%.4g"),
+                                "ticks": st.column_config.NumberColumn(f"{unit_of_time}s", format="%d"),
                                 "over_usage": st.column_config.NumberColumn("over-usage", help="decisions above the "
                                                                             "sustainable share of their tick"),
-                                "joined": st.column_config.NumberColumn("joined at tick", help="0: from the start")})
+                                "joined": st.column_config.NumberColumn(f"joined at {unit_of_time}",
+                                                                        help="0: from the start", format="%d")})
     ids = frame.sort_values("payoff", ascending=False)["agent_id"].astype(int).tolist()
     if len(ids) > MAX_LINES:
         st.caption(f"The chart draws the {MAX_LINES} agents with the highest total payoff; pick others below.")
     labels = dict(zip(frame["agent_id"].astype(int), frame["label"]))
-    chosen = st.multiselect("Agents in the chart", ids, default=sorted(ids[:MAX_LINES]), format_func=lambda a: labels[a],
-                            key="agents_compared")
+    chosen = st.multiselect("Agents in the chart", sorted(ids), default=sorted(ids[:MAX_LINES]),
+                            format_func=lambda a: labels[a], key="agents_compared")
     if not chosen:
         return
     phase = getattr(cls, "usage_phase", None) if cls is not None else None
-    series = q("agent_series", run, run["run_id"], tuple(sorted(chosen)), phase)
+    series = q("agent_series", run, run["run_id"], tuple(sorted(chosen)), phase).copy()
     series["agent"] = series["agent_id"].map(labels)
+    order = [labels[a] for a in sorted(chosen)]  # agent 2 before agent 10
     if series["action"].notna().any():
-        export.chart(charts.per_agent(series, "action", title=f"Action per tick ({phase or 'first numeric phase'})"),
+        named = {k: v for k, v in unit.items() if k.startswith("action.")}
+        action_unit = unit.get(f"action.{phase}", "") if phase else (next(iter(named.values())) if len(named) == 1 else "")
+        export.chart(charts.per_agent(series, "action", title=f"Action per {unit_of_time} ({phase or 'first numeric phase'})",
+                                      unit=action_unit, noun=unit_of_time, order=order, label=phase or "action"),
                      f"{run['run_id']}-actions", key="agents-actions")
     else:
         st.caption("These agents' actions are not numbers: see each one's decisions in **One agent**.")
-    export.chart(charts.per_agent(series, "payoff", title="Payoff per tick"), f"{run['run_id']}-payoffs", key="agents-payoffs")
+    export.chart(charts.per_agent(series, "payoff", title=f"Payoff per {unit_of_time}", unit=unit.get("payoff", ""),
+                                  noun=unit_of_time, order=order), f"{run['run_id']}-payoffs", key="agents-payoffs")
+    _vector_table(run, agents, labels)
+
+
+def _vectors(run: dict, agents: pd.DataFrame, ids: tuple[int, ...] | None) -> pd.DataFrame | None:
+    """The reward vectors of these agents (all with None), None when the run is big and they were not asked for."""
+    if _big(run, agents) and not st.toggle("Read the reward vectors", key=f"vectors-{ids is None}",
+                                           help="reads every agent step of the run: seconds on a million steps"):
+        return None
+    return vq("reward_vectors", run, run["run_id"], ids)
+
+
+def _vector_table(run: dict, agents: pd.DataFrame, labels: dict[int, str]) -> None:
+    """Sotopia's per-agent, per-dimension scores: each reward component summed over the run, per agent."""
+    st.subheader("Reward vectors: each component summed over the run")
+    st.caption("Each agent's score on every dimension the reward layer records (Sotopia's per-agent scores).")
+    vectors = _vectors(run, agents, None)
+    if vectors is None:
+        return
+    if vectors.empty:
+        st.caption("This run stored no reward vectors (runs made before decision contract 7).")
+        return
+    totals = vector_totals(vectors)
+    totals.insert(1, "agent", totals["agent_id"].map(labels))
+    comps = [c for c in totals.columns if c not in ("agent_id", "agent")]
+    st.dataframe(totals, hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(c, format="%.4g") for c in comps})
+    weights = (q("get_run", run, run["run_id"]) or {}).get("config", {}).get("reward_weights") or {"payoff": 1}
+    st.caption("The reward is " + " + ".join(f"{w:g} × {c}" for c, w in weights.items())
+               + " per tick, then the reward mode; the other components are recorded beside it (docs/learning.md).")
 
 
 def _one(run: dict, agents: pd.DataFrame) -> None:
@@ -95,77 +141,123 @@ def _one(run: dict, agents: pd.DataFrame) -> None:
     if steps.empty:
         st.info(f"Agent {agent} has no stored steps.")
         return
+    unit, unit_of_time = units(run["scenario"]), noun(run["scenario"])
     who = agents[agents["agent_id"] == agent].iloc[0].to_dict()
     st.text(f"{labels[agent]}" + (f" — persona: {who['persona']}" if who.get("persona") else ""))  # (not markdown)
     c = st.columns(5)
     c[0].metric("backend", steps["backend"].iloc[-1])
-    c[1].metric("ticks", len(steps))
-    c[2].metric("total payoff", f"{steps['payoff'].sum():.4g}")
+    c[1].metric(f"{unit_of_time}s", len(steps))
+    c[2].metric("total payoff" + (f" ({unit['payoff']})" if unit.get("payoff") else ""), f"{steps['payoff'].sum():.4g}")
     c[3].metric("total reward", f"{steps['reward'].sum():.4g}")
-    c[4].metric("fallback ticks", int(steps["fallback"].sum()))
+    c[4].metric(f"fallback {unit_of_time}s", int(steps["fallback"].sum()))
 
     same = bool((steps["payoff"] - steps["reward"]).abs().max() < 1e-12)
     if same:
-        st.altair_chart(charts.lines(steps, ["payoff"], title=f"Agent {agent}: payoff per tick"), width="stretch")
+        export.chart(charts.lines(steps, ["payoff"], title=f"Agent {agent}: payoff per {unit_of_time}",
+                                  unit=unit.get("payoff", ""), noun=unit_of_time), f"{run['run_id']}-agent{agent}-payoff",
+                     key="agent-payoff")
         st.caption("The reward equals the payoff at every tick (the private reward mode), so one line shows both.")
     else:
-        st.altair_chart(charts.lines(steps, ["payoff", "reward"], title=f"Agent {agent}: payoff and reward per tick"),
-                        width="stretch")
+        export.chart(charts.lines(steps, ["payoff", "reward"], title=f"Agent {agent}: payoff and reward per {unit_of_time}",
+                                  unit=unit.get("payoff", ""), noun=unit_of_time), f"{run['run_id']}-agent{agent}-payoff",
+                     key="agent-payoff")
+    _reward_vector(run, agents, agent, unit_of_time)
     phases = sorted({p for a in steps["action"] for p in (a or {})})
-    actions = pd.DataFrame({"tick": steps["tick"], **{p: steps["action"].map(lambda a, p=p: _short(a.get(p)) if p in a else "")
-                                                       for p in phases},
-                            "payoff": steps["payoff"], "reward": steps["reward"], "fallback": steps["fallback"],
-                            "reason": steps["reason"].fillna("")})
     numeric = [p for p in phases if pd.to_numeric(steps["action"].map(lambda a, p=p: a.get(p)), errors="coerce").notna().all()]
     if numeric:
         frame = pd.DataFrame({"tick": steps["tick"], **{p: pd.to_numeric(steps["action"].map(lambda a, p=p: a.get(p)))
                                                         for p in numeric}})
-        st.altair_chart(charts.lines(frame, numeric, title="Numeric actions"), width="stretch")
+        action_units = {unit.get(f"action.{p}", "") for p in numeric}
+        export.chart(charts.lines(frame, numeric, title="Numeric actions", noun=unit_of_time,
+                                  unit=action_units.pop() if len(action_units) == 1 else ""),
+                     f"{run['run_id']}-agent{agent}-actions", key="agent-actions")
+    _decisions(steps, phases, unit_of_time)
+    _calls(run, agent, unit_of_time)
+    _memory(run, steps, unit_of_time)
+
+
+def _reward_vector(run: dict, agents: pd.DataFrame, agent: int, unit_of_time: str) -> None:
+    """This agent's reward vector over time: one small chart per component (their scales differ: a catch in tons, a
+    violation count), the weighted ones first."""
+    vectors = _vectors(run, agents, (int(agent),))
+    if vectors is None or vectors.empty:
+        if vectors is not None:
+            st.caption("No reward vector stored for this agent (runs made before decision contract 7).")
+        return
+    weights = (q("get_run", run, run["run_id"]) or {}).get("config", {}).get("reward_weights") or {"payoff": 1}
+    comps = sorted(vectors["component"].unique(), key=lambda c: (c not in weights, c))
+    st.subheader("Reward vector over time")
+    st.caption("Each component the reward layer recorded for this agent at every tick (0 where it had none); the reward "
+               "weighs " + ", ".join(f"{c} × {w:g}" for c, w in weights.items()) + ".")
+    export.chart(charts.components(vectors, comps, title=f"Agent {agent}: reward components per {unit_of_time}",
+                                   noun=unit_of_time, weighted=tuple(weights)),
+                 f"{run['run_id']}-agent{agent}-reward-vector", key="agent-vector")
+
+
+def _decisions(steps: pd.DataFrame, phases: list[str], unit_of_time: str) -> None:
+    actions = pd.DataFrame({"tick": steps["tick"], **{p: steps["action"].map(lambda a, p=p: _short(a.get(p)) if p in a else "")
+                                                       for p in phases},
+                            "payoff": steps["payoff"], "reward": steps["reward"], "fallback": steps["fallback"],
+                            "reason": steps["reason"].fillna("")})
     st.subheader("Decisions")
     st.caption("Rows in red are fallbacks: the LLM's answer was outside the action space and the default was used.")
-    st.dataframe(actions.style.apply(_highlight, axis=1), hide_index=True, width="stretch")
+    styled = actions.style.apply(_highlight, axis=1).format({"payoff": "{:.4g}", "reward": "{:.4g}"})
+    st.dataframe(styled, hide_index=True, width="stretch", column_config={"tick": st.column_config.NumberColumn(unit_of_time)})
 
+
+def _calls(run: dict, agent: int, unit_of_time: str) -> None:
     calls = q("agent_llm_calls", run, run["run_id"], int(agent))
     st.subheader("LLM calls")
     if calls.empty:
         st.caption("No LLM calls: this agent is scripted (or its decisions were not logged).")
-    else:
-        only_fallbacks = st.toggle("Only fallbacks", value=False)
-        shown = calls[calls["fallback"]] if only_fallbacks else calls
-        hits, falls = int(calls["cache_hit"].sum()), int(calls["fallback"].sum())
-        st.caption(f"{len(calls)} calls, {hits} from the cache, {falls} fallbacks; "
-                   f"tokens in/out {int(calls['tokens_in'].sum())}/{int(calls['tokens_out'].sum())}")
-        for _, call in shown.head(200).iterrows():
-            flag = " · :red[FALLBACK]" if call["fallback"] else ""
-            hit = " · cache hit" if call["cache_hit"] else ""
-            with st.expander(f"tick {call['tick']} · {call['phase']} · {call['model_id']}{hit}{flag}"):
-                st.markdown("**Prompt**")
-                st.code(call["prompt"], language=None, wrap_lines=True)
-                st.markdown("**Answer**")
-                st.code(call["answer"], language=None, wrap_lines=True)
-                value = json.dumps(call["value"], default=str)
-                st.caption(f"value {value} · tokens {call['tokens_in']}/{call['tokens_out']} · "
-                           f"{call['latency_s']:.3f}s · attempts {call['attempts']}")
-        if len(shown) > 200:
-            st.caption(f"Showing the first 200 of {len(shown)} calls.")
+        return
+    only_fallbacks = st.toggle("Only fallbacks", value=False)
+    shown = calls[calls["fallback"]] if only_fallbacks else calls
+    hits, falls = int(calls["cache_hit"].sum()), int(calls["fallback"].sum())
+    st.caption(f"{len(calls)} calls, {hits} from the cache, {falls} fallbacks; "
+               f"tokens in/out {int(calls['tokens_in'].sum())}/{int(calls['tokens_out'].sum())}")
+    for _, call in shown.head(200).iterrows():
+        flag = " · :red[FALLBACK]" if call["fallback"] else ""
+        hit = " · cache hit" if call["cache_hit"] else ""
+        with st.expander(f"{unit_of_time} {call['tick']} · {call['phase']} · {call['model_id']}{hit}{flag}"):
+            st.markdown("**Prompt**")
+            st.code(call["prompt"], language=None, wrap_lines=True)
+            st.markdown("**Answer**")
+            st.code(call["answer"], language=None, wrap_lines=True)
+            value = json.dumps(call["value"], default=str)
+            st.caption(f"value {value} · tokens {call['tokens_in']}/{call['tokens_out']} · "
+                       f"{call['latency_s']:.3f}s · attempts {call['attempts']}")
+    if len(shown) > 200:
+        st.caption(f"Showing the first 200 of {len(shown)} calls.")
 
-    st.subheader("Memory and relationships")
+
+def _memory(run: dict, steps: pd.DataFrame, unit_of_time: str) -> None:
+    """Concordia's memory timeline: when each item entered the agent's memory and how long it was held; the memory as
+    of a chosen tick; its trust in peers."""
+    st.subheader("Memory over time")
     snaps = steps[steps["memory"].map(bool)]
     if snaps.empty:
-        st.caption("No memory stored (scripted agents keep none).")
+        st.caption("No memory stored (this agent keeps none).")
         return
+    pairs = list(zip(snaps["tick"].astype(int), snaps["memory"]))
+    timeline = memories.memory_timeline(pairs, int(run.get("ticks") or steps["tick"].max()))
+    if not timeline.empty:
+        export.chart(charts.memory_timeline(timeline, noun=unit_of_time), f"{run['run_id']}-memory", key="agent-memory")
+        st.caption(f"Each bar: one memory item, from the {unit_of_time} it entered to the last {unit_of_time} the agent "
+                   "still held it (a memory keeps a window of recent items; older ones go into its summary).")
     ticks = snaps["tick"].tolist()
-    at = st.select_slider("Memory as of tick", ticks, value=ticks[-1]) if len(ticks) > 1 else ticks[0]
+    at = st.select_slider(f"Memory as of {unit_of_time}", ticks, value=ticks[-1]) if len(ticks) > 1 else ticks[0]
     mem = snaps[snaps["tick"] <= at].iloc[-1]["memory"]
     if mem.get("summary"):
-        st.markdown(f"**Summary of older memories:** {mem['summary']}")
+        st.markdown("**Summary of older memories:**")
+        st.text(mem["summary"])
     items = pd.DataFrame(mem.get("items") or [])
     if not items.empty:
         st.dataframe(items, hide_index=True, width="stretch")
     rel = mem.get("relationships") or {}
     if rel:
         rel_df = pd.DataFrame([{"peer": int(k), "trust": v} for k, v in rel.items()])
-        st.altair_chart(charts.trust(rel_df), width="stretch")
+        export.chart(charts.trust(rel_df), f"{run['run_id']}-trust", key="agent-trust")
 
 
 page(render)

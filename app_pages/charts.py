@@ -1,49 +1,123 @@
-"""Altair charts the pages share; all with tooltips, all from small frames."""
+"""Altair charts the pages share; all with tooltips, all from small frames.
+
+Every chart names its fields through `field` (a column such as `state.stock` is one field, not a nested path),
+formats numbers without trailing zeros (`NUMBER`), draws ticks as whole numbers named by the scenario's unit of
+time (`noun`: month, round, step), and gives each series its own colour (`palette`: up to 20 colours, then a dash
+pattern too) with a legend that lists every series.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 import altair as alt
 import pandas as pd
 
+#: numbers on axes and in tooltips: four significant digits, no trailing zeros (5, 9.5, 0.1234, 1.2e+04)
+NUMBER = ".4~g"
+#: 20 colours that stay apart (Tableau's), then the same again with a dash pattern
+COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac", "#eeca3b",
+           "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79"]
+DASHES = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3]]
 
-def lines(df: pd.DataFrame, columns: Sequence[str], *, x: str = "tick", title: str = "", independent: bool = False,
-          height: int = 260) -> alt.Chart:
+
+def field(name: str) -> str:
+    """A column name as a Vega-Lite field: dots and brackets escaped, so `state.stock` is that column, not the
+    `stock` of a nested `state` (which the data does not have: the chart would be blank)."""
+    return name.replace("\\", "\\\\").replace(".", "\\.").replace("[", "\\[").replace("]", "\\]")
+
+
+def tick_axis(noun: str = "tick", **kwargs: Any) -> alt.X:
+    """The x axis of ticks: whole numbers only, titled by the scenario's unit of time."""
+    return alt.X("tick:Q", title=noun, axis=alt.Axis(format="d", tickMinStep=1), **kwargs)
+
+
+def titled(name: str, unit: str = "") -> str:
+    """`name (unit)`, or `name` without a unit."""
+    return f"{name} ({unit})" if unit else name
+
+
+def palette(order: Sequence[Any]) -> tuple[list[str], list[list[int]]]:
+    """A colour and a dash pattern for each of `order`: no two series share both (20 colours x 5 patterns)."""
+    colours = [COLOURS[i % len(COLOURS)] for i in range(len(order))]
+    dashes = [DASHES[(i // len(COLOURS)) % len(DASHES)] for i in range(len(order))]
+    return colours, dashes
+
+
+def legend(n: int, title: Optional[str] = None, symbol: str = "stroke") -> alt.Legend:
+    """A legend that shows every one of `n` entries (no symbol limit, labels uncut): beside the plot for a few, under
+    it in columns for many; its symbols drawn solid (`symbol`: a stroke for lines, a square for bars), not as faint
+    as a band drawn under the lines."""
+    look = dict(symbolType=symbol, symbolOpacity=1, symbolStrokeWidth=3 if symbol == "stroke" else 1)
+    if n <= 8:
+        return alt.Legend(title=title, labelLimit=0, symbolLimit=0, orient="right", **look)
+    return alt.Legend(title=title, labelLimit=280, symbolLimit=0, orient="bottom", columns=min(4, max(2, n // 8)),
+                      direction="vertical", **look)
+
+
+def series_colour(name: str, order: Sequence[Any], title: Optional[str] = None, symbol: str = "stroke") -> dict[str, Any]:
+    """Encodings that tell `order`'s series of column `name` apart: a colour each and, past 20, a dash pattern."""
+    colours, dashes = palette(order)
+    out: dict[str, Any] = {"color": alt.Color(f"{field(name)}:N", title=title, sort=list(order),
+                                              scale=alt.Scale(domain=list(order), range=colours),
+                                              legend=legend(len(order), title, symbol))}
+    if len(order) > len(COLOURS):
+        out["strokeDash"] = alt.StrokeDash(f"{field(name)}:N", sort=list(order), legend=None,
+                                           scale=alt.Scale(domain=list(order), range=dashes))
+    return out
+
+
+def lines(df: pd.DataFrame, columns: Sequence[str], *, x: str = "tick", title: str = "", unit: str = "",
+          noun: str = "tick", height: int = 260) -> alt.Chart:
     """One line per column over `x` (long format inside), tooltips with the exact values."""
     cols = [c for c in columns if c in df]
     long = df[[x, *cols]].melt(id_vars=[x], var_name="series", value_name="value").dropna(subset=["value"])
-    base = alt.Chart(long, title=title).encode(
-        x=alt.X(f"{x}:Q", title=x, axis=alt.Axis(format="d", tickMinStep=1) if x == "tick" else alt.Axis()),
-        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format=".4~g")),
-        color=alt.Color("series:N", legend=alt.Legend(orient="bottom", columns=3, labelLimit=260)),
-        tooltip=[alt.Tooltip(f"{x}:Q"), "series:N", alt.Tooltip("value:Q", format=".4g")],
-    )
-    chart = base.mark_line(point=len(df) <= 60).properties(height=height)
-    if independent and len(cols) > 1:
-        chart = base.mark_line(point=len(df) <= 60).properties(height=140, width=280).facet(
-            facet=alt.Facet("series:N", title=None), columns=3).resolve_scale(y="independent")
-    return chart.interactive() if not (independent and len(cols) > 1) else chart
+    x_enc = tick_axis(noun) if x == "tick" else alt.X(f"{field(x)}:Q", title=x)
+    chart = alt.Chart(long, title=title).mark_line(point=len(df) <= 60).encode(
+        x=x_enc, y=alt.Y("value:Q", title=unit or None, scale=alt.Scale(zero=False), axis=alt.Axis(format=NUMBER)),
+        tooltip=[alt.Tooltip(f"{field(x)}:Q", title=noun if x == "tick" else x), "series:N",
+                 alt.Tooltip("value:Q", format=NUMBER, title=unit or "value")],
+        **series_colour("series", cols))
+    return chart.properties(height=height)
 
 
-def band(df: pd.DataFrame, *, x: str, mid: str, lo: str, hi: str, title: str = "") -> alt.Chart:
-    """A mean line with a min-max band."""
-    base = alt.Chart(df, title=title).encode(x=alt.X(f"{x}:Q"))
-    area = base.mark_area(opacity=0.25).encode(y=alt.Y(f"{lo}:Q", title=None), y2=f"{hi}:Q")
-    line = base.mark_line().encode(y=f"{mid}:Q", tooltip=[x, alt.Tooltip(mid, format=".4g"), alt.Tooltip(lo, format=".4g"),
-                                                           alt.Tooltip(hi, format=".4g")])
-    return (area + line).properties(height=240)
+def band(df: pd.DataFrame, *, mid: str, lo: str, hi: str, title: str = "", unit: str = "", noun: str = "tick",
+         what: str = "payoff") -> alt.LayerChart:
+    """A mean line with a min-max band over ticks, both named in the legend."""
+    long = pd.concat([df[["tick", mid]].rename(columns={mid: "value"}).assign(series=f"mean {what}"),
+                      df[["tick", lo, hi]].rename(columns={lo: "lo", hi: "hi"}).assign(series="min-max over agents")])
+    order = [f"mean {what}", "min-max over agents"]
+    colour = alt.Color("series:N", title=None, sort=order, scale=alt.Scale(domain=order, range=["#4c78a8", "#9ecae9"]),
+                       legend=legend(2, symbol="square"))
+    y_title = titled(what, unit)
+    base = alt.Chart(long, title=title).encode(x=tick_axis(noun))
+    area = base.transform_filter("isValid(datum.lo)").mark_area(opacity=0.35).encode(
+        y=alt.Y("lo:Q", title=y_title, axis=alt.Axis(format=NUMBER), scale=alt.Scale(zero=False)), y2="hi:Q",
+        color=colour, tooltip=[alt.Tooltip("tick:Q", title=noun), alt.Tooltip("lo:Q", format=NUMBER, title="min"),
+                               alt.Tooltip("hi:Q", format=NUMBER, title="max")])
+    line = base.transform_filter("isValid(datum.value)").mark_line(point=len(df) <= 60).encode(
+        y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=NUMBER)), color=colour,
+        tooltip=[alt.Tooltip("tick:Q", title=noun), alt.Tooltip("value:Q", format=NUMBER, title=f"mean {what}")])
+    return alt.layer(area, line).properties(height=240)
 
 
-def histogram(df: pd.DataFrame, column: str, title: str = "") -> alt.Chart:
+def histogram(df: pd.DataFrame, column: str, *, title: str = "", unit: str = "", counted: str = "agents") -> alt.Chart:
+    """How many `counted` (agents) have each value of `column`, in up to 30 bins."""
     return alt.Chart(df, title=title).mark_bar().encode(
-        x=alt.X(f"{column}:Q", bin=alt.Bin(maxbins=30)), y="count()", tooltip=["count()"]).properties(height=220)
+        x=alt.X(f"{field(column)}:Q", bin=alt.Bin(maxbins=30), title=titled(column, unit), axis=alt.Axis(format=NUMBER)),
+        y=alt.Y("count():Q", title=counted, axis=alt.Axis(format="d", tickMinStep=1)),
+        tooltip=[alt.Tooltip("count():Q", title=counted)]).properties(height=220)
 
 
-def stacked_counts(df: pd.DataFrame, *, x: str, color: str, y: str = "count", title: str = "") -> alt.Chart:
+def stacked_counts(df: pd.DataFrame, *, x: str, color: str, y: str = "count", title: str = "", noun: str = "tick",
+                   counted: str = "count") -> alt.Chart:
+    order = sorted(df[color].astype(str).unique()) if len(df) else []
     return alt.Chart(df, title=title).mark_bar().encode(
-        x=alt.X(f"{x}:O"), y=alt.Y(f"{y}:Q"), color=f"{color}:N", tooltip=[x, color, y]).properties(height=240)
+        x=alt.X(f"{field(x)}:O", title=noun if x == "tick" else x, axis=alt.Axis(labelOverlap=True, labelAngle=0)),
+        y=alt.Y(f"{field(y)}:Q", title=counted, axis=alt.Axis(format="d", tickMinStep=1)),
+        tooltip=[alt.Tooltip(f"{field(x)}:O", title=noun if x == "tick" else x), f"{field(color)}:N", f"{field(y)}:Q"],
+        **series_colour(color, order, symbol="square")).properties(height=240)
 
 
 def network(nodes: pd.DataFrame, edges: pd.DataFrame, arrows: pd.DataFrame, *, color: str, color_title: str,
@@ -73,102 +147,161 @@ def network(nodes: pd.DataFrame, edges: pd.DataFrame, arrows: pd.DataFrame, *, c
     else:
         scale = alt.Scale(scheme="viridis")
     known = alt.Chart(nodes[values.notna()]).mark_circle(opacity=0.9, stroke="white", strokeWidth=0.5).encode(
-        x=x, y=y, size=size, color=alt.Color(f"{color}:Q", title=color_title, scale=scale),
-        tooltip=[*tips, alt.Tooltip(f"{color}:Q", format=".3g")])
+        x=x, y=y, size=size, color=alt.Color(f"{field(color)}:Q", title=color_title, scale=scale,
+                                             legend=alt.Legend(format=NUMBER)),
+        tooltip=[*tips, alt.Tooltip(f"{field(color)}:Q", format=NUMBER, title=color_title)])
     unknown = alt.Chart(nodes[values.isna()]).mark_circle(opacity=0.6, color="#bbb").encode(x=x, y=y, size=size, tooltip=tips)
     layers = [e, heads, unknown, known] if values.isna().any() else [e, heads, known]
     return alt.layer(*layers).properties(height=520).configure_view(strokeWidth=0)
 
 
-def ci_points(df: pd.DataFrame, runs_long: pd.DataFrame, *, group: str = "group", title: str = "") -> alt.Chart:
-    """One row per group: its runs' values as dots, the mean as a diamond, the 95% CI as an error bar."""
-    y = alt.Y(f"{group}:N", title=None, axis=alt.Axis(labelLimit=420))
-    dots = alt.Chart(runs_long).mark_circle(opacity=0.5, size=60).encode(
-        y=y, x=alt.X("value:Q", title=None, scale=alt.Scale(zero=False)),
-        tooltip=["run_id:N", alt.Tooltip("value:Q", format=".4g")])
-    tips = ["n:Q", alt.Tooltip("mean:Q", format=".4g"), alt.Tooltip("lo:Q", format=".4g"), alt.Tooltip("hi:Q", format=".4g")]
-    bars = alt.Chart(df).mark_errorbar(ticks=True, thickness=2, color="black").encode(y=y, x="lo:Q", x2="hi:Q", tooltip=tips)
-    mean = alt.Chart(df).mark_point(shape="diamond", size=120, filled=True, color="black").encode(y=y, x="mean:Q", tooltip=tips)
-    rows = max(1, int(df[group].nunique()))
-    return (dots + bars + mean).properties(title=title, height=min(600, 40 + 32 * rows))
-
-
-def survival_curves(curves: pd.DataFrame) -> alt.Chart:
-    chart = alt.Chart(curves, title="Kaplan-Meier: share of runs not collapsed")
-    return chart.mark_line(interpolate="step-after", point=True).encode(
-        x=alt.X("time:Q", title="ticks survived"), y=alt.Y("survival:Q", scale=alt.Scale(domain=[0, 1]), title="S(t)"),
-        color="group:N", tooltip=["group:N", "time:Q", alt.Tooltip("survival:Q", format=".3f"), "at_risk:Q", "collapsed:Q"],
-    ).properties(height=280)
-
-
 def trust(df: pd.DataFrame) -> alt.Chart:
     """Trust in each peer in [-1, 1], negative in red."""
     return alt.Chart(df, title="Trust in peers").mark_bar().encode(
-        x=alt.X("peer:O"), y=alt.Y("trust:Q", scale=alt.Scale(domain=[-1, 1])),
+        x=alt.X("peer:O", title="peer (agent id)", sort=sorted(df["peer"].tolist())),
+        y=alt.Y("trust:Q", scale=alt.Scale(domain=[-1, 1]), axis=alt.Axis(format=NUMBER)),
         color=alt.condition("datum.trust >= 0", alt.value("#4c78a8"), alt.value("#e45756")),
-        tooltip=["peer", "trust"]).properties(height=220)
+        tooltip=["peer:O", alt.Tooltip("trust:Q", format=NUMBER)]).properties(height=220)
 
 
-def forks(frames: pd.DataFrame, metric: str, branch: float | None) -> alt.Chart:
-    """A metric over ticks for a parent run and its forks, with the branch tick marked."""
+def forks(frames: pd.DataFrame, metric: str, branch: Optional[float], *, unit: str = "", noun: str = "tick") -> alt.LayerChart:
+    """A metric over ticks for a parent run and its forks (parent first, in one fixed colour), with the branch tick
+    marked."""
+    order = sorted(frames["run"].unique(), key=lambda r: (not str(r).startswith("parent"), str(r)))
+    label = titled(metric, unit)
     chart = alt.Chart(frames, title=f"{metric}: parent and forks").mark_line(point=True).encode(
-        x="tick:Q", y=alt.Y(f"{metric}:Q", scale=alt.Scale(zero=False)), color="run:N", tooltip=["run", "tick", metric])
+        x=tick_axis(noun), y=alt.Y(f"{field(metric)}:Q", title=label, scale=alt.Scale(zero=False), axis=alt.Axis(format=NUMBER)),
+        tooltip=["run:N", alt.Tooltip("tick:Q", title=noun), alt.Tooltip(f"{field(metric)}:Q", format=NUMBER, title=label)],
+        **series_colour("run", order, title="run"))
+    layers: list[Any] = [chart]
     if branch is not None:
-        chart = chart + alt.Chart(pd.DataFrame({"tick": [branch]})).mark_rule(strokeDash=[4, 4]).encode(x="tick:Q")
-    return chart.properties(height=300)
+        marks = pd.DataFrame({"tick": [branch], "label": [f"branch: {noun} {int(branch)}"]})
+        layers += [alt.Chart(marks).mark_rule(strokeDash=[4, 4], color="#555").encode(x="tick:Q", tooltip=["label:N"]),
+                   alt.Chart(marks).mark_text(align="left", dx=4, dy=-6, color="#555", fontSize=11).encode(
+                       x="tick:Q", y=alt.value(0), text="label:N")]
+    return alt.layer(*layers).properties(height=300)
 
 
 def degree_distribution(dist: pd.DataFrame) -> alt.Chart:
-    """Agents per degree: one bar per degree when few, else binned."""
-    x = alt.X("degree:O") if len(dist) <= 30 else alt.X("degree:Q", bin=alt.Bin(maxbins=40))
+    """Agents per degree on a linear degree axis (one bar a degree when few, binned when many), so the gaps
+    between degrees show and the shape is the distribution's."""
+    degrees = pd.to_numeric(dist["degree"])
+    if degrees.nunique() <= 60 and degrees.max() - degrees.min() <= 120:
+        data = dist.assign(left=degrees - 0.4, right=degrees + 0.4)
+        return alt.Chart(data, title="Degree distribution").mark_bar().encode(
+            x=alt.X("left:Q", title="degree (in + out)", axis=alt.Axis(format="d", tickMinStep=1),
+                    scale=alt.Scale(domain=[float(degrees.min()) - 1, float(degrees.max()) + 1], nice=False)),
+            x2="right:Q", y=alt.Y("agents:Q", title="agents", axis=alt.Axis(format="d", tickMinStep=1)), y2=alt.datum(0),
+            tooltip=[alt.Tooltip("degree:Q", title="degree"), alt.Tooltip("agents:Q", title="agents")]).properties(height=200)
     return alt.Chart(dist, title="Degree distribution").mark_bar().encode(
-        x=x, y=alt.Y("sum(agents):Q", title="agents"), tooltip=[alt.Tooltip("sum(agents):Q", title="agents")]).properties(height=200)
+        x=alt.X("degree:Q", bin=alt.Bin(maxbins=40), title="degree (in + out)", axis=alt.Axis(format="d")),
+        y=alt.Y("sum(agents):Q", title="agents", axis=alt.Axis(format="d", tickMinStep=1)),
+        tooltip=[alt.Tooltip("sum(agents):Q", title="agents")]).properties(height=200)
 
 
-def per_agent(series: pd.DataFrame, column: str, *, title: str) -> alt.Chart:
-    """One line per agent (labelled with who it is) of `column` over ticks; hovering a line names its agent."""
+def per_agent(series: pd.DataFrame, column: str, *, title: str, unit: str = "", noun: str = "tick",
+              order: Optional[Sequence[str]] = None, label: Optional[str] = None) -> alt.Chart:
+    """One line per agent (labelled with who it is, in agent-id order) of `column` over ticks; hovering a legend
+    entry brings its agent forward."""
+    data = series.dropna(subset=[column])
+    agents = list(order) if order is not None else sorted(data["agent"].unique())
     pick = alt.selection_point(fields=["agent"], bind="legend", on="mouseover")
-    return alt.Chart(series.dropna(subset=[column]), title=title).mark_line(point=len(series["tick"].unique()) <= 40).encode(
-        x=alt.X("tick:Q", title="tick", axis=alt.Axis(format="d", tickMinStep=1)),
-        y=alt.Y(f"{column}:Q", title=column, scale=alt.Scale(zero=False)),
-        color=alt.Color("agent:N", legend=alt.Legend(orient="right", labelLimit=0, title=None, symbolLimit=0)),
+    label = titled(label or column, unit)
+    return alt.Chart(data, title=title).mark_line(point=len(data["tick"].unique()) <= 40).encode(
+        x=tick_axis(noun),
+        y=alt.Y(f"{field(column)}:Q", title=label, scale=alt.Scale(zero=False), axis=alt.Axis(format=NUMBER)),
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.25)),
-        tooltip=["agent:N", alt.Tooltip("tick:Q"), alt.Tooltip(f"{column}:Q", format=".4g")],
+        tooltip=["agent:N", alt.Tooltip("tick:Q", title=noun), alt.Tooltip(f"{field(column)}:Q", format=NUMBER, title=label)],
+        **series_colour("agent", agents),
     ).add_params(pick).properties(height=360)
 
 
 def metric(df: pd.DataFrame, column: str, *, unit: str = "", lines: Sequence[tuple[float, str]] = (), title: str = "",
-           height: int = 220) -> alt.LayerChart:
-    """One metric over ticks: integer tick axis, the unit on the y axis, numbers without trailing zeros (a constant
-    series reads 5, not 5.000000), and the scenario's reference lines (e.g. the collapse threshold) as dashed rules."""
+           height: int = 220, noun: str = "tick", select: Optional[str] = None) -> alt.LayerChart:
+    """One metric over ticks: integer tick axis named by the scenario's unit of time, the unit on the y axis, numbers
+    without trailing zeros (a constant series reads 5, not 5.000000), and the scenario's reference lines (e.g. the
+    collapse threshold) as dashed rules. `select`: the name of a click selection on the points (the page opens that
+    tick)."""
     data = df[["tick", column]].dropna()
-    label = f"{column} ({unit})" if unit else column
+    label = titled(column, unit)
     values = pd.to_numeric(data[column], errors="coerce")
     refs = pd.DataFrame([{"value": float(v), "line": name} for v, name in lines])
     lo = min([values.min(), *refs.get("value", [])]) if len(values) else 0
     hi = max([values.max(), *refs.get("value", [])]) if len(values) else 1
     pad = (hi - lo) * 0.05 or max(abs(hi) * 0.05, 0.5)
-    y = alt.Y(f"{column}:Q", title=label, scale=alt.Scale(domain=[lo - pad, hi + pad], nice=False), axis=alt.Axis(format=".4~g"))
-    line = alt.Chart(data, title=title or column).mark_line(point=len(data) <= 60).encode(
-        x=alt.X("tick:Q", title="tick", axis=alt.Axis(format="d", tickMinStep=1)), y=y,
-        tooltip=[alt.Tooltip("tick:Q"), alt.Tooltip(f"{column}:Q", format=".4~g", title=label)])
+    y = alt.Y(f"{field(column)}:Q", title=label, scale=alt.Scale(domain=[lo - pad, hi + pad], nice=False),
+              axis=alt.Axis(format=NUMBER))
+    tips = [alt.Tooltip("tick:Q", title=noun), alt.Tooltip(f"{field(column)}:Q", format=NUMBER, title=label)]
+    line = alt.Chart(data, title=title or column).mark_line(point=len(data) <= 60 and select is None).encode(
+        x=tick_axis(noun), y=y, tooltip=tips)
     layers: list[Any] = [line]
+    if select is not None:  # the points a click picks (the tick's conversation and prompts open below)
+        pick = alt.selection_point(name=select, fields=["tick"], on="click", nearest=True)
+        layers.append(alt.Chart(data).mark_point(filled=True, size=70, cursor="pointer").encode(
+            x=tick_axis(noun), y=y, tooltip=tips, opacity=alt.condition(pick, alt.value(1.0), alt.value(0.55))).add_params(pick))
     if len(refs):
         rule = alt.Chart(refs).mark_rule(strokeDash=[5, 4], color="#c44").encode(
-            y="value:Q", tooltip=["line:N", alt.Tooltip("value:Q", format=".4~g")])
+            y="value:Q", tooltip=["line:N", alt.Tooltip("value:Q", format=NUMBER)])
         text = alt.Chart(refs).mark_text(align="left", dx=3, dy=-6, color="#c44", fontSize=11).encode(
             y="value:Q", x=alt.value(0), text="line:N")
         layers += [rule, text]
     return alt.layer(*layers).properties(height=height)
 
 
-def norm_counts(timeline: pd.DataFrame, last_tick: int, colours: dict[str, str]) -> alt.Chart:
+def norm_counts(timeline: pd.DataFrame, last_tick: int, colours: Mapping[str, str], noun: str = "tick") -> alt.Chart:
     """Norm events per tick, stacked by kind: every tick of the run on the axis (ticks without events stay, as gaps),
     each kind in its fixed colour."""
     ticks = max(last_tick, int(timeline["tick"].max()) if len(timeline) else 0)
     kinds = list(colours) + sorted(set(timeline["kind"]) - set(colours))
-    palette = list(colours.values()) + ["#999"] * (len(kinds) - len(colours))
-    return alt.Chart(timeline, title="Norm events per tick").mark_bar().encode(
-        x=alt.X("tick:O", scale=alt.Scale(domain=list(range(1, ticks + 1))), axis=alt.Axis(labelOverlap=True, labelAngle=0)),
-        y=alt.Y("count:Q", stack="zero"), color=alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=palette)),
-        tooltip=["tick:Q", "kind:N", "count:Q"]).properties(height=240)
+    palette_ = list(colours.values()) + ["#999"] * (len(kinds) - len(colours))
+    return alt.Chart(timeline, title=f"Norm events per {noun}").mark_bar().encode(
+        x=alt.X("tick:O", title=noun, scale=alt.Scale(domain=list(range(1, ticks + 1))),
+                axis=alt.Axis(labelOverlap=True, labelAngle=0)),
+        y=alt.Y("count:Q", stack="zero", title="events", axis=alt.Axis(format="d", tickMinStep=1)),
+        color=alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=palette_), legend=legend(len(kinds), symbol="square")),
+        tooltip=[alt.Tooltip("tick:Q", title=noun), "kind:N", "count:Q"]).properties(height=240)
+
+
+def scores(frame: pd.DataFrame, columns: Sequence[str], *, title: str, unit: str = "") -> alt.Chart:
+    """Policy synthesis: each episode's scores over iterations (whole iterations on the x axis)."""
+    cols = [c for c in columns if c in frame]
+    long = frame[["iteration", *cols]].melt(id_vars=["iteration"], var_name="score", value_name="value").dropna()
+    return alt.Chart(long, title=title).mark_line(point=True).encode(
+        x=alt.X("iteration:Q", title="iteration (episode)", axis=alt.Axis(format="d", tickMinStep=1)),
+        y=alt.Y("value:Q", title=unit or "score", axis=alt.Axis(format=NUMBER), scale=alt.Scale(zero=False)),
+        tooltip=[alt.Tooltip("iteration:Q", title="iteration"), "score:N", alt.Tooltip("value:Q", format=NUMBER)],
+        **series_colour("score", cols, title="score")).properties(height=260)
+
+
+def components(vectors: pd.DataFrame, order: Sequence[str], *, title: str, noun: str = "tick",
+               weighted: Sequence[str] = ()) -> alt.FacetChart:
+    """An agent's reward vector over ticks: one small chart per component, each on its own scale (a catch in tons
+    beside a count of violations), the components the reward weighs in blue, the others grey."""
+    data = vectors.assign(role=vectors["component"].map(lambda c: "weighed in the reward" if c in weighted else "recorded"))
+    base = alt.Chart(data).mark_line(point=data["tick"].nunique() <= 40).encode(
+        x=tick_axis(noun), y=alt.Y("value:Q", title=None, axis=alt.Axis(format=NUMBER), scale=alt.Scale(zero=False)),
+        color=alt.Color("role:N", title=None, scale=alt.Scale(domain=["weighed in the reward", "recorded"],
+                                                             range=["#4c78a8", "#888888"]), legend=alt.Legend(orient="top")),
+        tooltip=["component:N", alt.Tooltip("tick:Q", title=noun), alt.Tooltip("value:Q", format=NUMBER)],
+    ).properties(width=240, height=110)
+    return base.facet(facet=alt.Facet("component:N", title=None, sort=list(order)), columns=3, title=title).resolve_scale(
+        y="independent")
+
+
+#: memory items a timeline draws at most (the latest ones)
+MEMORY_ITEMS = 60
+
+
+def memory_timeline(timeline: pd.DataFrame, noun: str = "tick") -> alt.Chart:
+    """Concordia's memory timeline: one bar per memory item from the tick it entered to the last tick it was held,
+    coloured by its kind; the item's text on the axis and in the tooltip."""
+    data = timeline.tail(MEMORY_ITEMS).copy()
+    data["label"] = [f"{i}. {t if len(t) <= 48 else t[:47] + '…'}" for i, t in zip(data["item"], data["text"])]
+    data["start"], data["end"] = data["entered"] - 0.45, data["held_until"] + 0.45
+    kinds = sorted(data["kind"].unique())
+    return alt.Chart(data, title=f"Memory items over {noun}s").mark_bar(height=10).encode(
+        x=alt.X("start:Q", title=noun, axis=alt.Axis(format="d", tickMinStep=1)), x2="end:Q",
+        y=alt.Y("label:N", title=None, sort=data["label"].tolist(), axis=alt.Axis(labelLimit=360)),
+        tooltip=["item:Q", "kind:N", "text:N", alt.Tooltip("tick:Q", title=f"about {noun}"),
+                 alt.Tooltip("entered:Q", title="entered"), alt.Tooltip("held_until:Q", title="held until")],
+        **series_colour("kind", kinds, title="kind", symbol="square")).properties(height=max(80, 16 * len(data)))

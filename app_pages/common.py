@@ -25,13 +25,14 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agents.sandbox.levels import DEFAULT_LEVEL
 from agents.sandbox.levels import of_run as sandbox_of_run
-from analysis import usage
+from analysis import usage, vectors
 from scenarios.registry import REGISTRY
 from sim.core.errors import UsageError
 from sim.core.refs import absolute, is_reference, only_references, references_in
 from sim.reward.docs import scenario_metric_docs
 from sim.store import event_queries as events, queries
 from sim.store.schema import default_url
+from sim.store.store import Store
 #: slug, page file, title, icon: the app's navigation, in order
 PAGES = [
     ("runs", "app_pages/runs.py", "Runs", ":material/table_rows:"),
@@ -41,6 +42,7 @@ PAGES = [
     ("norms", "app_pages/norms.py", "Norms", ":material/gavel:"),
     ("conversations", "app_pages/conversations.py", "Conversations", ":material/forum:"),
     ("events", "app_pages/events.py", "Event log", ":material/list_alt:"),
+    ("replay", "app_pages/replay.py", "Replay", ":material/replay:"),
     ("policies", "app_pages/policies.py", "Policies", ":material/code:"),
     ("compare", "app_pages/compare.py", "Compare", ":material/compare_arrows:"),
     ("launch", "app_pages/launch.py", "Launch", ":material/rocket_launch:"),
@@ -151,13 +153,19 @@ def runs() -> pd.DataFrame:
     return _runs(db_url())
 
 
-#: the modules whose queries pages call through `q`, `eq` and `over_usage`
-_QUERY_MODULES = {"queries": queries, "events": events, "usage": usage}
+#: the modules whose queries pages call through `q`, `eq`, `vq` and `over_usage`
+_QUERY_MODULES = {"queries": queries, "events": events, "usage": usage, "vectors": vectors}
+
+
+@st.cache_resource(show_spinner=False)
+def _store(url: str) -> Store:
+    return Store(url, create=False)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def _query(url: str, module: str, name: str, version: Any, args: tuple, kwargs: tuple) -> Any:
-    return getattr(_QUERY_MODULES[module], name)(engine(url), *args, **dict(kwargs))
+    source = _store(url) if module == "vectors" else engine(url)  # (reward vectors come through the store's reading)
+    return getattr(_QUERY_MODULES[module], name)(source, *args, **dict(kwargs))
 
 
 def _cached(module: str, name: str, run: Optional[dict[str, Any]], args: tuple, kwargs: dict[str, Any]) -> Any:
@@ -178,6 +186,11 @@ def eq(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> A
 def over_usage(run: dict[str, Any], config: dict[str, Any]) -> Optional[pd.DataFrame]:
     """`analysis.usage.over_usage` of `run` (its scenario's rule, counted in SQL), cached as `q`."""
     return _cached("usage", "over_usage", run, (run["run_id"], run["scenario"], config), {})
+
+
+def vq(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+    """`analysis.vectors.NAME(store, *args, **kwargs)` (reward vectors, read through the store), cached as `q`."""
+    return _cached("vectors", name, run, args, kwargs)
 
 
 def clear_caches() -> None:
@@ -284,6 +297,48 @@ def scenario_class(name: str) -> Any:
     return REGISTRY.get(name)
 
 
+def noun(scenario: str) -> str:
+    """The scenario's unit of time (`tick_noun`: month, round, step), 'tick' for one this install does not know: one
+    word for the same axis on every page."""
+    return str(getattr(scenario_class(scenario), "tick_noun", None) or "tick")
+
+
+def units(scenario: str) -> dict[str, str]:
+    """The scenario's units (`metric_units`): of its metrics and state fields, final metrics, `payoff` and numeric
+    actions (`action.PHASE`); {} when it declares none."""
+    return dict(getattr(scenario_class(scenario), "metric_units", None) or {})
+
+
+def unit_of(units_: dict[str, str], name: str) -> str:
+    """The unit of `name`: its own, else that of the longest `prefix.*` key it falls under (`state.strategies.*`)."""
+    if name in units_:
+        return units_[name]
+    wild = [k for k in units_ if k.endswith(".*") and name.startswith(k[:-1])]
+    return units_[max(wild, key=len)] if wild else ""
+
+
+def lineage_note(run: dict[str, Any], detail: Optional[dict[str, Any]] = None) -> None:
+    """Where a run comes from, with links: a fork of which run at which tick, a replay or resume of which run, which
+    sweep it belongs to. Nothing for a run of its own."""
+    parent, branch, sweep = run.get("parent_id"), run.get("branch_tick"), run.get("sweep_id")
+    origin = (detail or {}).get("origin") or ("fork" if isinstance(parent, str) and parent else "run")
+    has_parent = isinstance(parent, str) and bool(parent)
+    if has_parent:
+        at = as_int(branch)
+        what = {"fork": "Fork", "replay": "Replay", "resume": "Resumed run"}.get(origin, "Run made from")
+        text = f"{what} of run {parent}" + (f", branched after {noun(run['scenario'])} {at}" if at is not None else "")
+        c1, c2, c3 = st.columns([3, 1, 1])
+        c1.info(text + (": its ticks up to the branch are its parent's." if at is not None else "."), icon=":material/call_split:")
+        c2.page_link("app_pages/run.py", label="Open the parent", icon=":material/arrow_upward:", query_params={"run": parent})
+        c3.page_link("app_pages/compare.py", label="Side by side", icon=":material/compare_arrows:",
+                     query_params={"runs": f"{parent},{run['run_id']}", "tab": "Forks"})
+    if isinstance(sweep, str) and sweep:
+        c1, c2 = st.columns([4, 1])
+        c1.caption(f"One run of sweep {sweep}.")
+        c2.page_link("app_pages/compare.py", label="Compare the sweep", icon=":material/compare_arrows:",
+                     query_params={"sweep": sweep})
+
+
 def metric_docs(run: dict[str, Any], final: bool = False) -> dict[str, str]:
     """The scenario's metric docs (tick or final) plus the base ones."""
     return scenario_metric_docs(scenario_class(run["scenario"]))["final" if final else "tick"]
@@ -300,7 +355,10 @@ def sandbox_note(run: dict[str, Any]) -> None:
 
 
 def as_int(value: Any) -> Optional[int]:
-    """`value` as an int (a URL's text, surrounding spaces allowed), None when it is not one."""
+    """`value` as an int (a URL's text, surrounding spaces allowed; a whole float such as a nullable column's 4.0),
+    None when it is not one."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
     try:
         return int(str(value))
     except (TypeError, ValueError):

@@ -1,6 +1,9 @@
 """Compare: runs chosen by hand (every finished run of a scenario by default) or by sweep; final metrics across
-seeds with 95% intervals; the reward-mode ablation side by side; survival (share collapsed, mean survival time, a
-Kaplan-Meier curve); metrics over time across runs; a parent run and its forks from the branch tick.
+seeds with 95% intervals; the reward-mode ablation side by side; survival (share collapsed, mean survival time,
+Kaplan-Meier curves with their Greenwood bands, the log-rank test between groups, the share collapsed by each tick);
+metrics over time across runs (each run's line beside its group's mean; a collapsed run counts as 0 after its
+collapse, GovSim's convention; a click on a run's point opens that tick); a parent run and its forks from the branch
+tick, their transcripts side by side.
 
 Runs are pooled as seeds of one group only when scenario, backend (policy, LLM provider and model), the group-by
 config fields and lineage agree: a fork is never a seed of its parent's group; forks form their own groups,
@@ -9,16 +12,17 @@ The chosen runs, the group-by fields and the open tab are in the URL, so a copie
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import pandas as pd
 import streamlit as st
 
 from analysis import compare as cmp
-from app_pages import charts, export
+from app_pages import charts, export, tick_view
 from app_pages import compare_charts as cc
-from app_pages.common import (db_url, engine as common_engine, init_state, page, q, scenario_class, set_url, url_list, url_tabs,
-                              url_value)
+from app_pages.common import (as_int, db_url, engine as common_engine, eq, init_state, noun, page, q, set_url, unit_of,
+                              url_list, url_tabs, url_value)
+from app_pages.said import action_words
 from sim.store import queries
 
 #: Over time reads one tick frame per run; past this many runs it reads the newest ones and says so
@@ -39,6 +43,8 @@ class View:
         self.legend = cmp.legend(chosen, self.labels, self.names)
         self.metrics = cmp.metric_columns(chosen)
         self.scenario = str(chosen["scenario"].iloc[0])
+        self.noun = noun(self.scenario)
+        self.units = cmp.scenario_units(self.scenario)
 
     def named(self, frame: pd.DataFrame) -> pd.DataFrame:
         """`frame` with the group's short name as its first column."""
@@ -141,8 +147,9 @@ def _seeds_figures(view: View, picked: list[str]) -> tuple[pd.DataFrame, list[tu
     for m in picked:
         part = summary[summary["metric"] == m]
         values = cmp.run_values(view.chosen, view.labels, m)
-        figures.append((m, cc.ci_points(part, values, view.names, title=f"{m}: runs, mean and 95% interval",
-                                        bounds=cmp.value_bounds(m, values["value"].tolist()))))
+        figures.append((m, cc.ci_points(part, values, view.names, title=f"{m}: each run, the mean and its 95% interval",
+                                        bounds=cmp.value_bounds(m, values["value"].tolist()), unit=unit_of(view.units, m),
+                                        metric=m)))
     return view.named(summary), figures
 
 
@@ -182,8 +189,10 @@ def _ablation_figures(view: View, picked: list[str]) -> tuple[pd.DataFrame, list
     figures = []
     for m in picked:
         values = cmp.run_values(view.chosen, label, m)
-        figures.append((m, cc.ci_points(summary[summary["metric"] == m], values, names, title=m,
-                                        bounds=cmp.value_bounds(m, values["value"].tolist()))))
+        figures.append((m, cc.ci_points(summary[summary["metric"] == m], values, names,
+                                        title=f"{m}: each run, the mean and its 95% interval",
+                                        bounds=cmp.value_bounds(m, values["value"].tolist()), unit=unit_of(view.units, m),
+                                        metric=m)))
     return summary, figures, legend
 
 
@@ -208,25 +217,56 @@ def _ablation(view: View) -> None:
         st.dataframe(summary.pivot_table(index="group", columns="metric", values="mean"), width="stretch")
 
 
-def _survival_parts(view: View) -> tuple[pd.DataFrame, Any]:
+def _survival_parts(view: View) -> tuple[pd.DataFrame, Any, Any]:
+    """The survival table, the Kaplan-Meier figure and the share-collapsed-by-tick figure."""
     summary, curves = cmp.survival(view.chosen, view.labels)
     if summary.empty:
-        return summary, None
+        return summary, None, None
     horizon = float(pd.to_numeric(summary["horizon"], errors="coerce").max())
-    return view.named(summary), cc.survival_curves(curves, view.names, horizon=horizon)
+    by_tick = cmp.collapsed_by_tick(view.chosen, view.labels)
+    return (view.named(summary), cc.survival_curves(curves, view.names, horizon=horizon, noun=view.noun),
+            cc.collapsed_by(by_tick, view.names, noun=view.noun) if not by_tick.empty else None)
+
+
+def _logrank_parts(view: View) -> tuple[str, pd.DataFrame]:
+    """The log-rank test between the groups in a sentence, and its pairwise table (short names)."""
+    overall, pairs = cmp.logrank(view.chosen, view.labels)
+    if overall["p"] is None:
+        return "The log-rank test needs at least two groups with a survival time.", pairs
+    sentence = (f"Log-rank test over the {overall['groups']} groups ({overall['runs']} runs): chi² = {overall['chi2']:.3g} "
+                f"on {overall['df']} df, p = {overall['p']:.3g}" + (" (no group has a collapse: nothing to compare)"
+                                                                      if overall["chi2"] == 0 else "") + ".")
+    if not pairs.empty:
+        pairs = pairs.assign(group_a=pairs["group_a"].map(view.names), group_b=pairs["group_b"].map(view.names))
+    return sentence, pairs
 
 
 def _survival(view: View) -> None:
-    summary, figure = _survival_parts(view)
+    summary, figure, by_tick = _survival_parts(view)
     if summary.empty:
         st.info("These runs have no `survival_time` final metric (only scenarios that can end early report one).")
         return
     st.dataframe(summary, hide_index=True, width="stretch",
                  column_config={"share_collapsed": st.column_config.ProgressColumn("share collapsed", min_value=0,
-                                                                                     max_value=1)})
+                                                                                     max_value=1),
+                                "mean_survival_time": st.column_config.NumberColumn(f"mean survival ({view.noun}s)",
+                                                                                    format="%.4g"),
+                                "horizon": st.column_config.NumberColumn(f"horizon ({view.noun}s)", format="%d")})
     export.chart(figure, "survival-kaplan-meier", key="cmp-survival")
-    st.caption("Kaplan-Meier (lifelines): a run that did not collapse is censored at its last tick, so a group that "
-               "never collapses is a flat line at 1.0 up to its horizon.")
+    st.caption(f"Kaplan-Meier (lifelines): a run that did not collapse is censored at its last {view.noun}, so a group "
+               "that never collapses is a flat line at 1.0 up to its horizon. Shaded: the curve's 95% pointwise band "
+               "(Greenwood's variance on the log(-log) scale).")
+    sentence, pairs = _logrank_parts(view)
+    st.markdown(sentence)
+    if len(pairs) > 1:
+        st.dataframe(pairs, hide_index=True, width="stretch",
+                     column_config={"chi2": st.column_config.NumberColumn("chi²", format="%.3g"),
+                                    "p": st.column_config.NumberColumn("p", format="%.3g"),
+                                    "p_holm": st.column_config.NumberColumn("p (Holm-adjusted)", format="%.3g")})
+    if by_tick is not None:
+        export.chart(by_tick, "share-collapsed-by-tick", key="cmp-collapsed-by")
+        st.caption(f"Share of a group's runs collapsed by each {view.noun} (GovSim's figure), among the runs observed "
+                   f"then (a run that ended before without collapsing no longer counts); bars: 95% Wilson interval.")
 
 
 def _tick_frames(view: View, loader: Any) -> dict[str, pd.DataFrame]:
@@ -234,12 +274,19 @@ def _tick_frames(view: View, loader: Any) -> dict[str, pd.DataFrame]:
     return {r["run_id"]: loader(r) for _, r in rows.iterrows()}
 
 
-def _over_time_parts(view: View, frames: dict[str, pd.DataFrame], metric: str) -> tuple[pd.DataFrame, Any]:
-    data = cmp.over_time(frames, dict(zip(view.chosen["run_id"], view.labels)), metric)
+#: the click selection on the runs' points of Over time, and where the clicked run and tick are kept
+PICK, OPENED = "pick", "compare_opened_tick"
+
+
+def _over_time_parts(view: View, frames: dict[str, pd.DataFrame], metric: str, zero_after: bool = True,
+                     select: Optional[str] = None) -> tuple[pd.DataFrame, Any]:
+    groups = dict(zip(view.chosen["run_id"], view.labels))
+    collapsed = cmp.collapse_ticks(view.chosen) if zero_after else None
+    data = cmp.over_time(frames, groups, metric, collapsed)
+    each = cmp.run_series(frames, groups, metric, collapsed)
     lines = cmp.reference_lines(view.chosen, view.labels, metric)
-    unit = cmp.scenario_units(view.scenario).get(metric, "")
-    noun = getattr(scenario_class(view.scenario), "tick_noun", None) or "tick"
-    return data, cc.over_time(data, view.names, metric, unit=unit, lines=lines, noun=noun)
+    return data, cc.over_time(data, view.names, metric, unit=unit_of(view.units, metric), lines=lines, noun=view.noun,
+                              runs=each, select=select)
 
 
 def _over_time_metrics(view: View, frames: dict[str, pd.DataFrame]) -> list[str]:
@@ -263,21 +310,73 @@ def _over_time(view: View) -> None:
     init_state("compare_over_metric", wanted if wanted in metrics else _over_time_default(view, metrics))
     if st.session_state["compare_over_metric"] not in metrics:
         st.session_state["compare_over_metric"] = metrics[0]
-    metric = st.selectbox("Per-tick metric", metrics, key="compare_over_metric")
+    c1, c2 = st.columns([3, 2])
+    metric = c1.selectbox(f"Per-{view.noun} metric", metrics, key="compare_over_metric")
     set_url("metric", metric)
-    data, figure = _over_time_parts(view, frames, metric)
-    export.chart(figure, f"{metric}-over-time", key="cmp-over-time")
-    st.caption("Line: the mean over a group's runs at each tick; band: their min-max. Runs that ended early (a "
-               "collapse) leave the later ticks: `runs` in the tooltip says how many remain.")
+    init_state("compare_zero_after", url_value("alive") != "only")
+    zero_after = c2.toggle("A collapsed run counts as 0 after its collapse", key="compare_zero_after",
+                           help="GovSim's convention (on); off: only the runs still going are averaged")
+    set_url("alive", None if zero_after else "only")
+    data, figure = _over_time_parts(view, frames, metric, zero_after, select=PICK)
+    export.chart(figure, f"{metric}-over-time", key="cmp-over-time", on_select=tick_view.opener("cmp-over-time", PICK, OPENED))
+    zeros = int(pd.to_numeric(data["after_collapse"], errors="coerce").fillna(0).sum()) if not data.empty else 0
+    st.caption(f"Thick line: the mean over a group's runs at each {view.noun}; shaded: their min-max; thin lines: each "
+               "run. " + (f"A run that collapsed counts as 0 at every {view.noun} after its collapse up to its horizon "
+                          f"(GovSim's convention; dotted; {zeros} such values here), so the mean does not rise as "
+                          "collapsed runs drop out." if zero_after else
+                          f"Only runs still going are averaged: after a collapse the mean is over fewer runs "
+                          f"(`runs counted` in the tooltip)") + f" Click a run's point to open that {view.noun}.")
+    wanted = (url_value("open") or "").partition(":")
+    if OPENED not in st.session_state and as_int(wanted[2]) is not None:
+        st.session_state[OPENED] = {"run_id": wanted[0], "tick": as_int(wanted[2])}
+    opened = st.session_state.get(OPENED)
+    if not opened or opened.get("run_id") not in set(view.chosen["run_id"]):
+        set_url("open", None)
+    else:
+        set_url("open", f"{opened['run_id']}:{int(opened['tick'])}")
+        at = view.chosen["run_id"] == opened["run_id"]
+        row, group = view.chosen[at].iloc[0].to_dict(), view.names.get(view.labels[at].iloc[0], "")
+        with st.container(border=True):
+            tick_view.show(row, int(opened["tick"]), title=f"Run {row['run_id']} ({group}), {view.noun} {int(opened['tick'])}")
+            if st.button("Close", key="cmp-close-tick"):
+                st.session_state.pop(OPENED, None)
+                set_url("open", None)
+                st.rerun()
 
 
-def _forks(table: pd.DataFrame) -> None:
-    if "parent_id" not in table or table["parent_id"].dropna().empty:
-        st.caption("No forks stored (runs forked from a parent at a branch tick appear here).")
+# ----- forks: the chart and the transcripts side by side --------------------------------------------------------------
+def fork_families(chosen: pd.DataFrame, table: pd.DataFrame) -> dict[str, list[str]]:
+    """Parent -> its forks, among the chosen runs: a chosen fork brings its parent, a chosen parent its chosen forks
+    (all its forks when none is chosen)."""
+    if "parent_id" not in table:
+        return {}
+    parents = table["parent_id"]
+    ids = set(chosen["run_id"])
+    families: dict[str, list[str]] = {}
+    for _, r in chosen.iterrows():
+        parent = r.get("parent_id")
+        if isinstance(parent, str) and parent:
+            families.setdefault(parent, []).append(str(r["run_id"]))
+    for rid in sorted(ids):
+        if rid not in families and (parents == rid).any():
+            families[rid] = sorted(table.loc[parents == rid, "run_id"].astype(str))
+    return {p: sorted(set(f)) for p, f in sorted(families.items())}
+
+
+def _forks(view: View) -> None:
+    families = fork_families(view.chosen, view.table)
+    if not families:
+        st.caption("No forks among the chosen runs (choose a fork, or a run that was forked: its forks come with it).")
         return
-    parents = sorted(table["parent_id"].dropna().unique())
-    parent = st.selectbox("Parent run", parents)
-    forks = table[table["parent_id"] == parent]
+    parents = list(families)
+    init_state("compare_fork_parent", url_value("parent") if url_value("parent") in parents else parents[0])
+    if st.session_state["compare_fork_parent"] not in parents:
+        st.session_state["compare_fork_parent"] = parents[0]
+    parent = st.selectbox("Parent run", parents, key="compare_fork_parent",
+                          format_func=lambda p: f"{p} ({len(families[p])} fork(s) chosen)")
+    set_url("parent", parent if len(parents) > 1 else None)
+    table = view.table
+    forks = table[table["run_id"].isin(families[parent])]
     prow = table[table["run_id"] == parent]
     if prow.empty:
         st.warning(f"Parent run {parent} is not in the store; showing its forks only.")
@@ -286,6 +385,7 @@ def _forks(table: pd.DataFrame) -> None:
     for _, r in pd.concat([prow, forks]).iterrows():
         frame = q("tick_frame", r.to_dict(), r["run_id"])
         if not frame.empty:
+            frame = frame.copy()
             frame["run"] = ("parent " if r["run_id"] == parent else "fork ") + r["run_id"]
             lines.append(frame)
     if not lines:
@@ -294,20 +394,69 @@ def _forks(table: pd.DataFrame) -> None:
     frames = pd.concat(lines, ignore_index=True)
     metric_cols = [c for c in frames.columns
                    if c not in ("tick", "tick_seconds", "run") and pd.api.types.is_numeric_dtype(frames[c])]
-    metric = st.selectbox("Metric over time", metric_cols)
+    metric = st.selectbox(f"Metric over {view.noun}s", metric_cols, key="compare_fork_metric")
     has_branch = branch is not None and not pd.isna(branch)
     if has_branch:
-        st.caption(f"Forks branch at tick {int(branch)}.")
-    export.chart(charts.forks(frames, metric, branch if has_branch else None), f"{metric}-parent-and-forks",
-                 key="cmp-forks")
+        st.caption(f"Forks branch after {view.noun} {int(branch)}: up to it, their ticks are the parent's.")
+    export.chart(charts.forks(frames, metric, branch if has_branch else None, unit=unit_of(view.units, metric),
+                              noun=view.noun), f"{metric}-parent-and-forks", key="cmp-forks")
+    if not prow.empty and not forks.empty:
+        _side_by_side(view, prow.iloc[0].to_dict(), forks)
 
 
-def _forks_tab(view: View) -> None:
-    _forks(view.table)
+def _transcript(run: dict[str, Any], ticks: tuple[int, int]) -> dict[int, list[str]]:
+    """tick -> the lines of a run's transcript in `ticks`: what was said, then each decision, in words."""
+    out: dict[int, list[str]] = {}
+    kinds = eq("said_kinds", run, run["run_id"])
+    if kinds:
+        said, _ = eq("conversation_page", run, run["run_id"], tuple(kinds), ticks=ticks, offset=0, limit=400)
+        for _, m in said.iterrows():
+            who = "institution" if pd.isna(m["actor"]) else f"agent {int(m['actor'])}"
+            out.setdefault(int(m["tick"]), []).append(f"{who} ({m['kind']}): {m['text'] if m['text'] is not None else m['data']}")
+    decisions = eq("log_page", run, run["run_id"], kinds=("decision",), ticks=ticks, offset=0, limit=400)
+    for _, d in decisions.iterrows():
+        flag = " [fallback]" if d["fallback"] else ""
+        out.setdefault(int(d["tick"]), []).append(f"agent {d['agent']}: {action_words(d['detail'])} → payoff {d['payoff']:.4g}{flag}")
+    return out
+
+
+def _side_by_side(view: View, parent: dict[str, Any], forks: pd.DataFrame) -> None:
+    """Concordia's two transcripts: the parent and one fork, tick by tick from the branch, in two columns; the lines
+    that differ marked."""
+    st.subheader("Transcripts side by side from the branch")
+    ids = forks["run_id"].tolist()
+    fork_id = st.selectbox("Fork", ids, key="compare_fork_side") if len(ids) > 1 else ids[0]
+    fork = forks[forks["run_id"] == fork_id].iloc[0].to_dict()
+    branch = int(pd.to_numeric(pd.Series([fork.get("branch_tick")]), errors="coerce").fillna(0).iloc[0])
+    last = max(int(parent.get("ticks") or 0), int(fork.get("ticks") or 0))
+    if last <= branch:
+        st.caption("Neither run went on past the branch.")
+        return
+    first = branch + 1
+    if last > first:
+        shown = st.slider(f"{view.noun.capitalize()}s", first, last, (first, min(last, first + 2)), key="compare_fork_ticks")
+    else:
+        shown = (first, first)
+    left, right = _transcript(parent, shown), _transcript(fork, shown)
+    mine, theirs = dict(fork.get("config") or {}), dict(parent.get("config") or {})
+    changed = ", ".join(f"{k}={mine.get(k)}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k))
+    st.caption(f"Parent {parent['run_id']} | fork {fork_id} (changed at the branch: {changed or 'nothing but its seeds'}). "
+               "Lines only one side has are marked ▸.")
+    h1, h2 = st.columns(2)
+    h1.markdown(f"**Parent {parent['run_id']}**")
+    h2.markdown(f"**Fork {fork_id}**")
+    for tick in range(shown[0], shown[1] + 1):
+        a, b = left.get(tick, []), right.get(tick, [])
+        c1, c2 = st.columns(2)
+        for col, mine, theirs in ((c1, a, b), (c2, b, a)):
+            with col.container(border=True):
+                st.caption(f"{view.noun} {tick}")
+                other = set(theirs)
+                st.text("\n".join(("▸ " if line not in other else "  ") + line for line in mine) or "(nothing: the run had ended)")
 
 
 TABS = {"Across seeds": _seeds, "Reward modes": _ablation, "Survival": _survival, "Over time": _over_time,
-        "Forks": _forks_tab}
+        "Forks": _forks}
 
 
 # ----- the HTML report -----------------------------------------------------------------------------------------------
@@ -341,9 +490,11 @@ def report_blocks(view: View, seeds: list[str], over: Any, load: Any) -> list[ex
     if view.chosen["reward_mode"].fillna("?").nunique() > 1 and picked:
         summary, figures, legend = _ablation_figures(view, picked)
         blocks += ["Reward modes", *([legend] if not legend.empty else []), summary, *[f for _, f in figures]]
-    surv, figure = _survival_parts(view)
+    surv, figure, by_tick = _survival_parts(view)
     if not surv.empty:
-        blocks += ["Survival", surv, figure]
+        sentence, pairs = _logrank_parts(view)
+        blocks += ["Survival", surv, figure, ("text", sentence), *([pairs] if len(pairs) > 1 else []),
+                   *([by_tick] if by_tick is not None else [])]
     frames = _tick_frames(view, load)
     metrics = _over_time_metrics(view, frames)
     if metrics:

@@ -9,63 +9,17 @@ never as markdown.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Optional
 
 import pandas as pd
 import streamlit as st
 
 from app_pages.common import as_int, choose_run, eq, init_state, page, set_url, url_list, url_value
+from app_pages.said import addressee, md_escape, structured_line, who
 from sim.store import event_queries as events
 
 PAGE_SIZE = 100
 MAX_INDENT = 6
-
-
-_MD = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=])")
-
-
-def md_escape(text: object) -> str:
-    """`text` with markdown's special characters escaped, for a caption or label that must show it literally."""
-    return _MD.sub(r"\\\1", str(text))
-
-
-def _who(agent: object) -> str:
-    return "everyone" if agent is None or pd.isna(agent) else f"agent {int(agent)}"
-
-
-def _to(target: object, data: dict) -> str:
-    """The addressee: the event's target, else a `to` list in its data (first three named), else everyone."""
-    to = data.get("to") if isinstance(data, dict) else None
-    if (target is None or pd.isna(target)) and to:
-        names = [str(t) for t in (to if isinstance(to, list) else [to])]
-        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return _who(target)
-
-
-def _money(value: Any) -> str:
-    try:
-        return f"${float(value):,.2f}"
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def structured_line(kind: str, actor: Any, target: Any, data: dict[str, Any]) -> Optional[str]:
-    """A market proposal or payment in words (who proposed what at what price; who paid whom how much)."""
-    business = data.get("business", "a business")
-    if kind == "proposal":
-        items = data.get("items") or {}
-        listed = (", ".join(f"{name} {_money(price)}" for name, price in items.items()) if isinstance(items, dict)
-                  else ", ".join(map(str, items)))
-        rank = f" (offer #{data['arrival_rank']} to arrive)" if data.get("arrival_rank") else ""
-        return (f"{business} ({_who(actor)}) proposes to {_who(target)}: {listed or 'nothing'}, "
-                f"total {_money(data.get('total'))}{rank}")
-    if kind == "payment":
-        met = data.get("needs_met")
-        how = "" if met is None else (", needs met" if met else ", needs not met")
-        utility = f", utility {float(data['utility']):.3g}" if isinstance(data.get("utility"), (int, float)) else ""
-        return f"{_who(actor)} paid {business} ({_who(target)}) {_money(data.get('amount'))}{how}{utility}"
-    return None
 
 
 _HIDDEN = set(events.TEXT_KEYS) | {"to", "item", "parent", "depth", "business", "items", "total", "amount"}
@@ -86,11 +40,11 @@ def _message(m: pd.Series, items: dict[int, dict[str, Any]]) -> None:
     """One message: who to whom and its kind, then what was said as plain text."""
     data = m["data"] if isinstance(m["data"], dict) else {}
     with st.chat_message("user", avatar=":material/person:"):
-        st.markdown(f"**{_who(m['actor'])} → {md_escape(_to(m['target'], data))}** · `{md_escape(m['kind'])}`")
+        st.markdown(f"**{who(m['actor'])} → {md_escape(addressee(m['target'], data))}** · `{md_escape(m['kind'])}`")
         parent = as_int(data.get("parent"))
         if m["kind"] == "comment" and parent is not None and parent in items and items[parent]["kind"] == "comment":
             p = items[parent]
-            st.caption(f"replying to {_who(p['actor'])}'s comment (tick {p['tick']}):")
+            st.caption(f"replying to {who(p['actor'])}'s comment (tick {p['tick']}):")
             st.text(f"> {p['text'] or ''}")
         line = structured_line(m["kind"], m["actor"], m["target"], data)
         if line is not None:
@@ -108,7 +62,7 @@ def _thread_head(post: Optional[dict[str, Any]], root: int) -> None:
         st.caption(f"on post #{root} (not stored)")
         return
     with st.container(border=True):
-        st.caption(f"Thread: {_who(post['actor'])}'s {post['kind']} #{root} (tick {post['tick']})")
+        st.caption(f"Thread: {who(post['actor'])}'s {post['kind']} #{root} (tick {post['tick']})")
         st.text(post["text"] or "")
 
 

@@ -14,8 +14,8 @@ from typing import Any, Optional
 import pandas as pd
 import streamlit as st
 
-from app_pages import charts
-from app_pages.common import as_int, choose_run, eq, init_state, page, set_url, tick_picker, url_list, url_value
+from app_pages import charts, export
+from app_pages.common import as_int, choose_run, eq, init_state, noun, page, set_url, tick_picker, url_list, url_value
 from sim.store import event_queries as events
 
 PAGE_SIZE = 200
@@ -151,9 +151,9 @@ def render(table: pd.DataFrame) -> None:
     filters["ticks"] = None if ticks == (lo, hi) else ticks
     if len(counts) > 1:
         long = counts.melt(id_vars=["tick"], value_vars=["events", "decisions"], var_name="type", value_name="count")
-        st.altair_chart(charts.stacked_counts(long[long["count"] > 0], x="tick", color="type",
-                                              title="Matching events and decisions per tick").properties(height=160),
-                        width="stretch")
+        export.chart(charts.stacked_counts(long[long["count"] > 0], x="tick", color="type", noun=noun(run["scenario"]),
+                                           counted="rows", title=f"Matching events and decisions per {noun(run['scenario'])}")
+                     .properties(height=120), f"{rid}-log-counts", key="log-counts")
     _rows(run, filters, counts, "log_page", "p", "match")
 
 

@@ -21,33 +21,70 @@ import streamlit as st
 Block = Union[str, alt.TopLevelMixin, pd.DataFrame, tuple[str, str]]
 
 
+#: a figure's plot width when exported (a chart in the page takes its column's width)
+FIGURE_WIDTH = 640
+#: the plot's height is the chart's `height` and its width the column's; titles, axes and legends come on top (so
+#: a legend of 11 groups and the rows of 2 are never squeezed into a fixed box)
+AUTOSIZE = alt.AutoSizeParams(type="fit-x", contains="padding")
+
+
+def sized(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """`chart` with `AUTOSIZE` (unless it sets its own)."""
+    if getattr(chart, "autosize", alt.Undefined) is not alt.Undefined or isinstance(chart, alt.FacetChart):
+        return chart  # (a facet's cells keep their own width)
+    return chart.properties(autosize=AUTOSIZE)
+
+
+def _figure(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """The chart's spec as a figure: white background, readable type, `FIGURE_WIDTH` wide unless it says otherwise."""
+    with alt.data_transformers.enable("default", max_rows=None):  # (a figure holds all its rows)
+        spec = chart.to_dict()
+    spec.setdefault("width", FIGURE_WIDTH)
+    spec.setdefault("background", "white")
+    config = spec.setdefault("config", {})
+    config.setdefault("font", "Helvetica, Arial, sans-serif")
+    for part, sizes in (("axis", {"labelFontSize": 11, "titleFontSize": 12}), ("legend", {"labelFontSize": 11, "titleFontSize": 12}),
+                        ("title", {"fontSize": 14})):
+        config.setdefault(part, {})
+        for k, v in sizes.items():
+            config[part].setdefault(k, v)
+    if isinstance(spec.get("autosize"), dict) and spec["autosize"].get("type") == "fit-x":
+        spec["autosize"] = {"type": "pad", "contains": "padding"}  # (the figure's width is its plot's)
+    return spec
+
+
 def svg(chart: alt.TopLevelMixin) -> str:
-    """The chart as an SVG document."""
+    """The chart as an SVG document (a figure: `_figure`)."""
     import vl_convert as vlc
 
-    return vlc.vegalite_to_svg(chart.to_dict())
+    return vlc.vegalite_to_svg(_figure(chart))
 
 
 def png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
-    """The chart as a PNG image (`scale` x its size)."""
+    """The chart as a PNG image (`scale` x its size; a figure: `_figure`)."""
     import vl_convert as vlc
 
-    return vlc.vegalite_to_png(chart.to_dict(), scale=scale)
+    return vlc.vegalite_to_png(_figure(chart), scale=scale)
 
 
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "figure"
 
 
-def chart(figure: alt.TopLevelMixin, name: str, *, key: str) -> None:
-    """Draw an Altair chart with PNG and SVG download buttons under it (rendered only when clicked)."""
-    st.altair_chart(figure, width="stretch")
+def chart(figure: alt.TopLevelMixin, name: str, *, key: str, on_select: Any = None, stretch: bool = True) -> Any:
+    """Draw an Altair chart (`sized`) with PNG and SVG download buttons under it (rendered only when clicked); with
+    `on_select` (a callback), a click on it calls it and reruns the page; `stretch` False keeps the chart's own width
+    (a board drawn cell by cell)."""
+    figure = sized(figure) if stretch else figure
+    event = st.altair_chart(figure, width="stretch" if stretch else "content", key=f"chart-{key}",
+                            on_select=on_select if on_select is not None else "ignore")
     slug = _slug(name)
     with st.container(horizontal=True, gap="small"):
         st.download_button("PNG", data=lambda: png(figure), file_name=f"{slug}.png", mime="image/png", key=f"png-{key}",
                            help="this figure as a PNG image", type="tertiary")
         st.download_button("SVG", data=lambda: svg(figure), file_name=f"{slug}.svg", mime="image/svg+xml",
                            key=f"svg-{key}", help="this figure as an SVG drawing", type="tertiary")
+    return event
 
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}

@@ -10,7 +10,7 @@ import streamlit as st
 
 from analysis import network as net
 from app_pages import charts, export
-from app_pages.common import choose_run, page, q, tick_picker
+from app_pages.common import choose_run, noun, page, q, tick_picker
 
 MAX_DRAWN = 300
 
@@ -27,7 +27,8 @@ def _graph_view(edges: pd.DataFrame, max_nodes: int, seed: int) -> tuple[dict, p
 def render(table: pd.DataFrame) -> None:
     run = choose_run(table)
     st.title(f"Network of run {run['run_id']}")
-    tick = tick_picker(run, "Graph after tick")
+    unit = noun(run["scenario"])
+    tick = tick_picker(run, f"Graph after {unit}")
     if tick is None:
         return
     follows = q("follow_edges", run, run["run_id"], tick)
@@ -36,8 +37,8 @@ def render(table: pd.DataFrame) -> None:
     kinds.append("interactions")
     c1, c2, c3 = st.columns(3)
     kind = c1.radio("Graph", kinds, horizontal=True)
-    cumulative = c2.toggle("Interactions up to this tick", value=True, disabled=kind != "interactions",
-                           help="off: only this tick's interactions")
+    cumulative = c2.toggle(f"Interactions up to this {unit}", value=True, disabled=kind != "interactions",
+                           help=f"off: only this {unit}'s interactions")
     max_nodes = c3.slider("Nodes drawn (highest degree)", 20, 1000, MAX_DRAWN, step=20)
     if kind == "follow graph":
         edges = follows
@@ -51,7 +52,7 @@ def render(table: pd.DataFrame) -> None:
                        "social scenario's follows) cannot be drawn for it; its interactions can.")
     if edges is None or edges.empty:
         kinds_df = q("event_kinds", run, run["run_id"])
-        st.info(f"No {'follows' if kind == 'follow graph' else 'interactions between agents'} up to tick {tick}. "
+        st.info(f"No {'follows' if kind == 'follow graph' else 'interactions between agents'} up to {unit} {tick}. "
                 "Interactions are events with an actor and a target (messages to someone, sanctions, trades, imitation); "
                 f"this run's event kinds: {', '.join(kinds_df['kind']) or 'none'}.")
         return
@@ -66,7 +67,7 @@ def render(table: pd.DataFrame) -> None:
     nodes["label"] = nodes["label"].fillna(nodes["agent_id"].map(lambda a: f"agent {a}"))
     by_role = nodes["role"].nunique() > 1
     has_opinion = "opinion" in nodes and nodes["opinion"].notna().any()
-    color, title = ("opinion", "opinion") if has_opinion else ("payoff_total", f"payoff to tick {tick}")
+    color, title = ("opinion", "opinion") if has_opinion else ("payoff_total", f"payoff to {unit} {tick}")
     nodes[color] = pd.to_numeric(nodes[color], errors="coerce")
 
     left, right = st.columns([3, 1])
@@ -75,7 +76,7 @@ def render(table: pd.DataFrame) -> None:
         if len(nodes) < metrics["nodes"]:
             drawn = f"{len(nodes)} of {metrics['nodes']} nodes (highest degree)"
         colour = "role (shape too)" if by_role else title
-        st.caption(f"{kind} after tick {tick}: {drawn}, {len(segs)} of {metrics['edges']} edges drawn, each pointing from "
+        st.caption(f"{kind} after {unit} {tick}: {drawn}, {len(segs)} of {metrics['edges']} edges drawn, each pointing from "
                    f"source to target; size = degree, colour = {colour}"
                    + (" (grey: none known yet)" if not by_role and nodes[color].isna().any() else ""))
         figure = charts.network(nodes, segs, arrows, color=color, color_title=title, diverging=has_opinion, role=by_role)
@@ -90,11 +91,12 @@ def render(table: pd.DataFrame) -> None:
             own = ticks.loc[ticks["tick"] == tick, "follow_edges"] if "follow_edges" in ticks else pd.Series(dtype=float)
             if len(own) and pd.notna(own.iloc[0]):
                 same = int(own.iloc[0]) == metrics["edges"]
-                st.caption(f"The run's own `follow_edges` after tick {tick}: {int(own.iloc[0])} "
+                st.caption(f"The run's own `follow_edges` after {unit} {tick}: {int(own.iloc[0])} "
                            + ("(the same graph)" if same else "(differs: see the note above)"))
         st.caption("hub inequality = Gini of in-degrees; clustering of the undirected graph "
                    f"(estimated from samples above {net.EXACT_CLUSTERING_MAX} nodes)")
-    st.altair_chart(charts.degree_distribution(degrees.groupby("degree").size().reset_index(name="agents")), width="stretch")
+    export.chart(charts.degree_distribution(degrees.groupby("degree").size().reset_index(name="agents")),
+                 f"{run['run_id']}-degrees-t{tick}", key="network-degrees")
 
 
 page(render)

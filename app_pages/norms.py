@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import charts, export
-from app_pages.common import choose_run, page, q, scenario_class
+from app_pages.common import choose_run, noun, page, q, scenario_class
 from sim.reward.norms import KINDS
 
 #: one colour per norm kind, the same in every run (a kind a run lacks keeps its colour for the others)
@@ -33,7 +33,7 @@ def render(table: pd.DataFrame) -> None:
     c[5].metric("compliance rate", f"{totals.get('compliance', 0) / judged:.0%}" if judged else "—")
     last = int(run.get("ticks") or 0)
     if not timeline.empty:
-        full = charts.norm_counts(timeline, last, KIND_COLOURS)
+        full = charts.norm_counts(timeline, last, KIND_COLOURS, noun=noun(run["scenario"]))
         export.chart(full, f"{run['run_id']}-norm-events", key="norm-events")
         wide = timeline.pivot_table(index="tick", columns="kind", values="count", fill_value=0)
         wide = wide.reindex(range(1, max(last, int(wide.index.max())) + 1), fill_value=0).reset_index(names="tick")
@@ -41,8 +41,10 @@ def render(table: pd.DataFrame) -> None:
             comp = wide.get("compliance", 0)
             viol = wide.get("violation", 0)
             wide["compliance_rate"] = comp / (comp + viol).replace(0, pd.NA)
-            st.altair_chart(charts.metric(wide, "compliance_rate", unit="share", title="Compliance rate per tick "
-                                          "(no point: no compliance judged that tick)"), width="stretch")
+            export.chart(charts.metric(wide, "compliance_rate", unit="share", noun=noun(run["scenario"]),
+                                       title=f"Compliance rate per {noun(run['scenario'])} (no point: no compliance "
+                                             f"judged that {noun(run['scenario'])})"),
+                         f"{run['run_id']}-compliance", key="norm-compliance")
     _limit_vs_take(run)
     _votes(votes)
 
@@ -84,7 +86,7 @@ def _limit_vs_take(run: dict) -> None:
         st.caption("No limit was in force during this run (none stated or adopted).")
     units = getattr(cls, "metric_units", {}) or {}
     unit = units.get("catch_mean", "")
-    figure = charts.lines(frame, ["limit in force", f"mean {phase}", f"largest {phase}"],
+    figure = charts.lines(frame, ["limit in force", f"mean {phase}", f"largest {phase}"], unit=unit, noun=noun(run["scenario"]),
                           title=f"Limit per agent vs {phase} per agent{f' ({unit})' if unit else ''}")
     export.chart(figure, f"{run['run_id']}-limit", key="norm-limit")
 

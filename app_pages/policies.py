@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import choose_run, page, q, sandbox_note
+from app_pages import charts, export
+from app_pages.common import choose_run, page, q, sandbox_note, units
 
 SCORES = ["iteration", "program", "reward", "efficiency", "equality", "sustainability", "peace", "incidents"]
 
@@ -28,8 +29,17 @@ def render(table: pd.DataFrame) -> None:
     if not scores.empty:
         st.subheader("Scores by iteration")
         shown = scores[[c for c in SCORES if c in scores.columns]]
-        st.dataframe(shown, hide_index=True, use_container_width=True)
-        st.line_chart(scores.set_index("iteration")[["reward"]])
+        st.dataframe(shown, hide_index=True, width="stretch",
+                     column_config={c: st.column_config.NumberColumn(c, format="%.4g")
+                                    for c in ("reward", "efficiency", "equality", "sustainability", "peace") if c in shown})
+        unit = units(run["scenario"]).get("payoff", "")
+        export.chart(charts.scores(scores, ["reward"], title="Reward per agent of each iteration's episode",
+                                   unit=f"reward per agent ({unit})" if unit else "reward per agent"),
+                     f"{run['run_id']}-policy-reward", key="policy-reward")
+        rest = [c for c in ("efficiency", "equality", "sustainability", "peace") if c in scores and scores[c].notna().any()]
+        if rest:
+            export.chart(charts.scores(scores, rest, title="Perolat's four over iterations (each episode)"),
+                         f"{run['run_id']}-policy-perolat", key="policy-perolat")
     st.subheader("Every version")
     for _, row in codes.iterrows():
         head = (f"iteration {row['iteration']}, attempt {row['attempt']}: {row['status']}"
@@ -45,7 +55,7 @@ def render(table: pd.DataFrame) -> None:
     if not incidents.empty:
         st.subheader("Incidents (the first of each kind per episode)")
         cols = [c for c in ("tick", "iteration", "step", "incident", "program", "reason") if c in incidents.columns]
-        st.dataframe(incidents[cols], hide_index=True, use_container_width=True)
+        st.dataframe(incidents[cols], hide_index=True, width="stretch")
 
 
 page(render)

@@ -1,6 +1,7 @@
-"""Run: the config, metric time series (Perolat's four and the scenario's own), state
-trajectories (resource, prices, opinions: whatever numbers the scenario's state holds),
-agents' payoffs over time, the final metrics, and downloads."""
+"""Run: where it comes from (a fork of which run at which tick, which sweep), metric time series (Perolat's four and
+the scenario's own: a click on a point opens that tick's conversation, decisions and prompts, as GovSim's viewer
+opens a month), state trajectories (resource, prices, opinions: whatever numbers the scenario's state holds),
+agents' payoffs over time, the final metrics, the config, and downloads."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pandas as pd
 import streamlit as st
 
 from analysis.frames import run_frames
-from app_pages import charts, export
-from app_pages.common import (choose_run, clear_caches, db_url, metric_docs, page, q, sandbox_note, scenario_class,
-                              tick_picker, url_tabs)
+from app_pages import charts, export, tick_view
+from app_pages.common import (as_int, choose_run, clear_caches, db_url, lineage_note, metric_docs, noun, page, q,
+                              sandbox_note, scenario_class, set_url, tick_picker, unit_of, url_tabs, url_value)
 from sim.store.store import Store
 
 SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "perolat_peace"]
@@ -36,9 +37,10 @@ def render(table: pd.DataFrame) -> None:
         return
     st.title(f"Run {run['run_id']}")
     st.text(f"{run['scenario']} · {run['status']} · {run['backend']}")  # (plain text: a model path is not markdown)
+    lineage_note(run, detail)
     sandbox_note(run)
     cols = st.columns(4)
-    cols[0].metric("ticks", f"{run['ticks']}")
+    cols[0].metric(f"{noun(run['scenario'])}s", f"{run['ticks']}")
     cols[1].metric("seed", run["seed"])
     cols[2].metric("agents", q("agent_count", run, run["run_id"]))
     cols[3].metric("seconds", f"{detail.get('duration_s') or 0:.2f}")
@@ -70,19 +72,50 @@ def guides(run: dict, detail: dict) -> tuple[dict[str, str], dict[str, list[tupl
             frozenset(getattr(cls, "clock_metrics", ()) or ()))
 
 
+#: the click selection on a metric chart's points, and where the clicked tick is kept
+PICK, OPENED = "pick", "run_opened_tick"
+
+
 def _grid(run: dict, ticks: pd.DataFrame, chosen: list[str], units: dict, lines: dict, key: str) -> None:
-    """One chart per series, three to a row, each with its unit and reference lines, each exportable."""
+    """One chart per series, three to a row, each with its unit and reference lines, each exportable; a click on a
+    point opens that tick below the charts."""
     cols = st.columns(min(3, len(chosen)))
+    unit_of_time = noun(run["scenario"])
     for i, name in enumerate(chosen):
         with cols[i % len(cols)]:
-            export.chart(charts.metric(ticks, name, unit=units.get(name, ""), lines=lines.get(name, ())),
-                         f"{run['run_id']}-{name}", key=f"{key}-{name}")
+            chart_key = f"{key}-{name}"
+            export.chart(charts.metric(ticks, name, unit=unit_of(units, name), lines=lines.get(name, ()), noun=unit_of_time,
+                                       select=PICK),
+                         f"{run['run_id']}-{name}", key=chart_key,
+                         on_select=tick_view.opener(chart_key, PICK, OPENED, run["run_id"]))
+
+
+def _opened(run: dict) -> None:
+    """The tick a click opened (GovSim's month view): what was said, the decisions, the prompts; in the URL as
+    `?open=TICK`, so a link opens it too."""
+    wanted = as_int(url_value("open"))
+    if OPENED not in st.session_state and wanted is not None:
+        st.session_state[OPENED] = {"tick": wanted, "run_id": run["run_id"]}
+    opened = st.session_state.get(OPENED)
+    if not opened or opened.get("run_id") != run["run_id"] or not 1 <= int(opened["tick"]) <= int(run["ticks"] or 0):
+        set_url("open", None)
+        st.caption(f"Click a point of a chart to open that {noun(run['scenario'])}: what was said, every decision and "
+                   "the LLM's prompts and answers.")
+        return
+    set_url("open", int(opened["tick"]))
+    with st.container(border=True):
+        tick_view.show(run, int(opened["tick"]))
+        if st.button("Close", key="run-close-tick"):
+            st.session_state.pop(OPENED, None)
+            set_url("open", None)
+            st.rerun()
 
 
 def _metrics(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
     if ticks.empty:
         st.info("No tick committed yet.")
         return
+    _opened(run)
     docs = metric_docs(run)
     units, lines, clock = guides(run, detail)
     metric_cols = [c for c in ticks.columns if c not in ("tick", "tick_seconds") and not c.startswith("state.") and c not in clock]
@@ -99,7 +132,7 @@ def _metrics(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
         st.subheader(f"{run['scenario']} metrics")
         _grid(run, ticks, chosen, units, lines, "metric")
     with st.expander("What the metrics mean"):
-        st.dataframe(pd.DataFrame([{"metric": k, "unit": units.get(k, ""), "meaning": v} for k, v in docs.items()
+        st.dataframe(pd.DataFrame([{"metric": k, "unit": unit_of(units, k), "meaning": v} for k, v in docs.items()
                                    if k in metric_cols]), hide_index=True, width="stretch")
 
 
@@ -109,6 +142,7 @@ def _trajectories(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
         st.info("This run's state snapshots hold no numbers to plot.")
         return
     units, lines, _ = guides(run, detail)
+    _opened(run)
     chosen = st.multiselect("State fields (resource, prices, opinions...)", state_cols, default=state_cols[:6])
     if chosen:
         _grid(run, ticks, chosen, units, lines, "state")
@@ -119,16 +153,23 @@ def _agents(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
     if stats.empty:
         st.info("No agent steps stored.")
         return
-    st.altair_chart(charts.band(stats, x="tick", mid="payoff_mean", lo="payoff_min", hi="payoff_max",
-                                title="Payoff per agent: mean and min-max"), width="stretch")
+    unit, unit_of_time = guides(run, detail)[0].get("payoff", ""), noun(run["scenario"])
+    export.chart(charts.band(stats, mid="payoff_mean", lo="payoff_min", hi="payoff_max", unit=unit, noun=unit_of_time,
+                             title="Payoff per agent: mean and min-max over agents"), f"{run['run_id']}-payoff-band",
+                 key="run-payoff-band")
     c1, c2 = st.columns(2)
-    c1.altair_chart(charts.lines(stats, ["reward_mean"], title="Mean reward"), width="stretch")
-    c2.altair_chart(charts.lines(stats, ["fallbacks"], title="Fallback decisions per tick"), width="stretch")
-    tick = tick_picker(run, "Payoffs after tick") or int(stats["tick"].max())
+    with c1:
+        export.chart(charts.lines(stats, ["reward_mean"], title="Mean reward per agent", noun=unit_of_time),
+                     f"{run['run_id']}-reward", key="run-reward")
+    with c2:
+        export.chart(charts.lines(stats, ["fallbacks"], title=f"Fallback decisions per {unit_of_time}", unit="decisions",
+                                  noun=unit_of_time), f"{run['run_id']}-fallbacks", key="run-fallbacks")
+    tick = tick_picker(run, f"Payoffs after {unit_of_time}") or int(stats["tick"].max())
     pays = q("payoffs_at", run, run["run_id"], tick)
     if not pays.empty:
-        st.altair_chart(charts.histogram(pays, "payoff", title=f"Payoff distribution at tick {tick} ({len(pays)} agents)"),
-                        width="stretch")
+        export.chart(charts.histogram(pays, "payoff", unit=unit,
+                                      title=f"Payoff distribution at {unit_of_time} {tick} ({len(pays)} agents)"),
+                     f"{run['run_id']}-payoffs-{tick}", key="run-payoff-hist")
 
 
 def _final(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
@@ -180,7 +221,8 @@ def _report(run: dict, detail: dict, ticks: pd.DataFrame) -> list:
         blocks.append("Metrics over time")
         names = [c for c in ticks.columns if c not in ("tick", "tick_seconds") and not c.startswith("state.")
                  and c not in clock and not c.startswith("norm_")]
-        blocks += [charts.metric(ticks, n, unit=units.get(n, ""), lines=lines.get(n, ())) for n in names[:12]]
+        blocks += [charts.metric(ticks, n, unit=unit_of(units, n), lines=lines.get(n, ()), noun=noun(run["scenario"]))
+                   for n in names[:12]]
     blocks += ["Config", pd.DataFrame([{"field": k, "value": json.dumps(v, default=str)} for k, v in (detail.get("config") or {}).items()])]
     return blocks
 

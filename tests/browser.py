@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -36,17 +36,20 @@ def _free_port() -> int:
 
 
 @contextmanager
-def served_app(db_url: str, log: Path | None = None, timeout: float = 90.0, flags: tuple[str, ...] = ()) -> Iterator[str]:
-    """`streamlit run app.py -- --db URL FLAGS` on a free local port (FLAGS: --allow-write, --allow-code); yields its
-    base URL; stopped on exit."""
+def served_app(db_url: str, log: Path | None = None, timeout: float = 90.0, flags: tuple[str, ...] = (),
+               root: Path = ROOT, started: Callable[[subprocess.Popen], None] | None = None) -> Iterator[str]:
+    """`streamlit run app.py -- --db URL FLAGS` on a free local port (FLAGS: --allow-write, --allow-code) from `root`
+    (this checkout's app by default); yields its base URL; stopped on exit. `started` is handed the server's process
+    once it answers (the benchmark reads its CPU time)."""
     port = _free_port()
     log = log or Path(tempfile.mkdtemp(prefix="societas-app-")) / "streamlit.log"
     out = open(log, "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true", "--server.port",
+        [sys.executable, "-m", "streamlit", "run", str(root / "app.py"), "--server.headless", "true", "--server.port",
          str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none", "--", "--db", db_url, *flags],
-        cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        cwd=root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)})
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout
@@ -59,6 +62,8 @@ def served_app(db_url: str, log: Path | None = None, timeout: float = 90.0, flag
             if server.poll() is not None or time.time() > deadline:
                 raise RuntimeError(f"the app did not start: {log.read_text()[-2000:]}")
             time.sleep(0.5)
+        if started is not None:
+            started(server)
         yield base
     finally:
         server.terminate()
@@ -88,7 +93,7 @@ def chrome(width: int = 1400, height: int = 1800) -> Iterator[Any]:
 
 
 def open_page(driver: Any, url: str, heading: str, *, charts: bool = True, timeout: float = 90.0,
-              charts_required: bool = True) -> str:
+              charts_required: bool = True, settle: float = 0.8) -> str:
     """Load `url`, wait for an h1 containing `heading`, for the app to stop running and (if `charts`) for a chart to
     be drawn (a page that may have none: `charts_required=False` waits a little, then goes on); returns its text."""
     from selenium.webdriver.common.by import By
@@ -108,7 +113,7 @@ def open_page(driver: Any, url: str, heading: str, *, charts: bool = True, timeo
         except TimeoutException:
             if charts_required:
                 raise
-    time.sleep(0.8)  # let the charts finish drawing
+    time.sleep(settle)  # let the charts finish drawing
     return driver.find_element(By.TAG_NAME, "body").text
 
 

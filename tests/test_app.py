@@ -22,7 +22,7 @@ from tests import browser  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
-PAGES = ["runs", "run", "agents", "network", "norms", "conversations", "events", "policies", "compare", "launch"]
+PAGES = ["runs", "run", "agents", "network", "norms", "conversations", "events", "replay", "policies", "compare", "launch"]
 TABS = {"run": ["Trajectories", "Agents", "Final metrics", "Config", "Download"],
         "compare": ["Reward modes", "Survival", "Forks"]}
 RICH_COMMONS = ["fishers=6", "talk=true", "sanctions=true", "social_learning=true",

@@ -143,7 +143,7 @@ def test_agents_are_named_by_role_strategy_and_persona(views, monkeypatch):
     assert (greedy["over_usage"] > 0).all() and (table[table["strategy"] == "sustainable"]["over_usage"] == 0).all()
     assert {"violations", "sanctions_received", "sanctions_given"} <= set(table.columns)
     titles = [s.get("title", {}) for s in _specs(at)]
-    assert any("Payoff per tick" in str(t) for t in titles) and any("Action per tick" in str(t) for t in titles)
+    assert any("Payoff per month" in str(t) for t in titles) and any("Action per month" in str(t) for t in titles)  # (the fishery counts months)
 
 
 def test_payoff_is_not_hidden_under_an_identical_reward_line(views, monkeypatch):

@@ -44,7 +44,10 @@ COMPONENT_DOCS = {
                     "taking part): the group's stock change",
 }
 UNITS = {"stock": "tons", "stock_start": "tons", "catch_total": "tons", "catch_mean": "tons",
-         "gain_so_far": "tons", "over_usage": "share", "state.stock": "tons"}
+         "gain_so_far": "tons", "over_usage": "share", "state.stock": "tons", "state.stock_start": "tons",
+         "state.norm": "tons", "state.strategies.*": "fishers",
+         # final metrics, an agent's payoff and its numeric action (the app's axes)
+         "gain": "tons", "total_gain": "tons", "survival_time": "months", "payoff": "tons", "action.harvest": "tons"}
 _catch, _gain = attrgetter("catch"), attrgetter("gain")
 
 

@@ -32,7 +32,9 @@ COMPONENT_DOCS = {
     "reputation": "the share of its resources the player gave in its latest action, what its next partner's trace "
                   "starts with (0 after a punishment; absent before its first action)",
 }
-UNITS = {"mean_resources": "units", "units_given": "units", "donation_rate": "share", "punishments": "donors"}
+UNITS = {"mean_resources": "units", "units_given": "units", "donation_rate": "share", "punishments": "donors",
+         # an agent's payoff and its donation (the app's axes)
+         "payoff": "units", "action.donate": "% of resources"}
 CLOCK_METRICS = frozenset({"generation", "game", "round"})
 
 

@@ -37,6 +37,7 @@ from sim.contracts.agent import SocietyAgent
 from agents.sandbox.checks import check, extract
 from scenarios.grid import api
 from scenarios.grid import maps as grid_maps
+from scenarios.grid.editions import EDITIONS
 from scenarios.grid.probes import CLEANUP_PROBES, GATHERING_PROBES
 from scenarios.grid.strategies import STRATEGIES, GridView
 from scenarios.grid.world import ACTIONS, INDEX, STAND, UNREACHABLE, GridWorld, Rules, move
@@ -164,6 +165,7 @@ class GridModel(SocietyModel):
     strategies = STRATEGIES
     default_strategy = "greedy"
     tick_noun = "step"
+    editions = EDITIONS  # what changed between decision contracts: scenarios.grid.editions
     maps: ClassVar[dict[str, str]] = {}
     cleanup: ClassVar[bool] = False
     synthesis = True
@@ -197,6 +199,11 @@ class GridModel(SocietyModel):
         "hack_attempts": "synthesis: agent-steps (and programs read) with a reward-hacking write to the observation",
         "violations": "synthesis: programs stopped for reaching outside the sandbox",
     }
+    metric_units: ClassVar[Mapping[str, str]] = {
+        "apples": "apples", "collected": "apples", "tagged": "agents", "beams": "beams", "hits": "agents",
+        "fallbacks": "agents", "waste_share": "share", "cleaned": "cells", "apples_collected": "apples",
+        "reward_per_agent": "apples", "beams_fired": "beams", "tags": "tags", "mean_waste_share": "share",
+        "payoff": "apples", "efficiency": "apples per step"}
     config: GridConfig
 
     def setup(self) -> None:
@@ -522,10 +529,7 @@ class GridModel(SocietyModel):
         return out
 
     def state(self) -> dict[str, Any]:
-        w = self.world
-        return {"episode": self.episode, "step": self.step_in_episode(),
-                "agents": np.column_stack([w.pos, w.orient, w.timeout]).ravel().tolist(),
-                "apples": "".join("1" if a else "0" for a in w.alive_apples().tolist())}
+        return self.edition.state(self)
 
     def final_metrics(self) -> dict[str, Optional[float]]:
         n = max(1, len(self.foragers))

@@ -76,6 +76,23 @@ def turn_toward(orient: int, target: int) -> int:
     return STAND if diff == 0 else ROTATE_RIGHT if diff in (1, 2) else ROTATE_LEFT
 
 
+def beam_cells(walls: np.ndarray, at: tuple[int, int], orient: int, length: int, width: int) -> list[tuple[int, int]]:
+    """The cells a beam fired from `at` facing `orient` covers: `width` lanes (odd, centred) of up to `length` cells
+    ahead, each lane stopping at a wall or the map's edge (the world's beams, and a replay's drawing of them)."""
+    fwd, right = FRAMES[int(orient)]
+    height, breadth = walls.shape
+    r0, c0 = at
+    cells = []
+    for lane in range(-(width // 2), width // 2 + 1):
+        for dist in range(1, length + 1):
+            r = r0 + fwd[0] * dist + right[0] * lane
+            c = c0 + fwd[1] * dist + right[1] * lane
+            if not (0 <= r < height and 0 <= c < breadth) or walls[r, c]:
+                break
+            cells.append((r, c))
+    return cells
+
+
 class GridWorld:
     """The state of one grid game: a Mesa `OrthogonalVonNeumannGrid` with property layers `wall`, `apple`
     and `waste`, and the agents' positions, orientations, timeouts and beam hits as arrays (the rules
@@ -103,6 +120,7 @@ class GridWorld:
         self.hits = np.zeros(n_agents, dtype=np.int32)
         self.beamed: list[tuple[int, int]] = []  # (firer, hit) this step
         self.fired = np.zeros(n_agents, dtype=np.int32)  # tagging beams fired this step, by agent
+        self.cleaning = np.zeros(n_agents, dtype=np.int32)  # cleaning beams fired this step, by agent
         self.cleaned = 0  # waste cells cleared this step
         self.collected = np.zeros(n_agents, dtype=np.int32)  # apples taken this step, by agent
         self.free = ~self.walls
@@ -148,6 +166,7 @@ class GridWorld:
         rewards = np.zeros(self.n, dtype=np.float64)
         self.beamed = []
         self.fired[:] = 0
+        self.cleaning[:] = 0
         self.cleaned = 0
         self.collected[:] = 0
         np.maximum(self.timeout - 1, 0, out=self.timeout)
@@ -188,18 +207,8 @@ class GridWorld:
 
     def beam_cells(self, i: int, orient: Optional[int] = None) -> list[tuple[int, int]]:
         """The cells agent i's beam covers facing `orient` (its own by default): each lane stops at a wall."""
-        fwd, right = FRAMES[int(self.orient[i] if orient is None else orient)]
-        r0, c0 = int(self.pos[i, 0]), int(self.pos[i, 1])
-        half = self.rules.beam_width // 2
-        cells = []
-        for lane in range(-half, half + 1):
-            for dist in range(1, self.rules.beam_length + 1):
-                r = r0 + fwd[0] * dist + right[0] * lane
-                c = c0 + fwd[1] * dist + right[1] * lane
-                if not (0 <= r < self.height and 0 <= c < self.width) or self.walls[r, c]:
-                    break
-                cells.append((r, c))
-        return cells
+        return beam_cells(self.walls, (int(self.pos[i, 0]), int(self.pos[i, 1])),
+                          int(self.orient[i] if orient is None else orient), self.rules.beam_length, self.rules.beam_width)
 
     def in_beam(self, i: int, orient: Optional[int] = None) -> np.ndarray:
         """The other active agents agent i's beam would hit facing `orient` (positions, sorted)."""
@@ -249,6 +258,7 @@ class GridWorld:
                     self.occupied[self.pos[j, 0], self.pos[j, 1]] -= 1
 
     def _clean(self, i: int, rewards: np.ndarray) -> None:
+        self.cleaning[i] += 1
         rewards[i] -= self.rules.clean_cost
         for r, c in self.beam_cells(i):
             if self.waste[r, c]:

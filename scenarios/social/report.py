@@ -124,7 +124,7 @@ COMPONENT_DOCS = {
 }
 UNITS = {"follow_edges": "edges", "state.follow_edges": "edges", "posts": "posts", "comments": "comments",
                 "upvotes": "votes", "downvotes": "votes", "follows": "follows", "unfollows": "follows",
-                "active": "members", "idle": "members"}
+                "active": "members", "idle": "members", "payoff": "feedback points"}
 
 
 def network_metrics(model: "SocialModel") -> dict[str, Optional[float]]:

@@ -61,8 +61,8 @@ PROFILES: dict[int, DecisionProfile] = {
                        tick_noun=True, metrics=2),
     7: DecisionProfile(7, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
                        tick_noun=True, metrics=2, reward_components=True),
-    # (issue 36: the paper protocols word for word, corrected readings and MoltBook figures; the platform's own
-    # switches are those of 7: what changed is in the scenarios' editions)
+    # (issue 36: the paper protocols word for word, corrected readings and MoltBook figures; issue 41: the grid
+    # games store waste and beams; the platform's own switches are those of 7: what changed is in the scenarios' editions)
     8: DecisionProfile(8, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
                        tick_noun=True, metrics=2, reward_components=True),
 }

@@ -421,6 +421,37 @@ def agent_llm_calls(engine: Engine, run_id: str, agent_id: int, limit: int = 100
                                      "latency_s", "cache_hit", "fallback", "attempts"])
 
 
+def llm_calls_at(engine: Engine, run_id: str, tick: int, limit: int = 500) -> pd.DataFrame:
+    """The LLM calls of one tick, every agent's (the prompts and answers a click on that tick opens): agent_id,
+    phase, model, exact prompt and answer, parsed value, tokens, cache hit, fallback, attempts."""
+    c = CALLS.c
+    q = (select(c.agent_id, c.phase, c.model_id, c.prompt, c.answer, c.value, c.tokens_in, c.tokens_out, c.cache_hit,
+                c.fallback, c.attempts)
+         .where(c.run_id == run_id, c.tick == int(tick)).order_by(c.id).limit(limit))
+    with engine.connect() as conn:
+        return pd.DataFrame(conn.execute(q).mappings().all(),
+                            columns=["agent_id", "phase", "model_id", "prompt", "answer", "value", "tokens_in", "tokens_out",
+                                     "cache_hit", "fallback", "attempts"])
+
+
+def states(engine: Engine, run_id: str, first: int, last: int) -> dict[int, dict[str, Any]]:
+    """The stored world snapshots of ticks `first`..`last` (a replay's frames), by tick."""
+    t = TICKS.c
+    with engine.connect() as conn:
+        rows = conn.execute(select(t.tick, t.state).where(t.run_id == run_id, t.tick >= int(first), t.tick <= int(last))
+                            .order_by(t.tick)).all()
+    return {int(tick): json_value(state) or {} for tick, state in rows}
+
+
+def event_timeline(engine: Engine, run_id: str) -> pd.DataFrame:
+    """How many events of each kind each tick has (tick, kind, count), counted in SQL: a replay's timeline."""
+    e = EVENTS.c
+    q = (select(e.tick, e.kind, func.count().label("count")).where(e.run_id == run_id)
+         .group_by(e.tick, e.kind).order_by(e.tick, e.kind))
+    with engine.connect() as conn:
+        return pd.DataFrame(conn.execute(q).mappings().all(), columns=["tick", "kind", "count"])
+
+
 def _find_key(data: Any, key: str) -> Any:
     """The first value under `key` anywhere in nested dicts/lists, or None."""
     if isinstance(data, dict):
