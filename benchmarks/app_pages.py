@@ -64,7 +64,7 @@ def descendants(pid: int) -> list[int]:
 def pages(url: str, root: Path) -> list[tuple[str, str, str]]:
     """(label, path with query, heading) of the first screenshot of each page that `root`'s app has (an app whose
     Runs page is its default one serves it at `/`)."""
-    from analysis import queries
+    from sim.store import queries
 
     runs_at_root = 'default=(slug == "runs")' in (root / "app.py").read_text()
     runs = queries.list_runs(queries.open_reader(url))

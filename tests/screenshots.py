@@ -226,7 +226,7 @@ def _name(i: int, slug: str, pick: str, extra: str) -> str:
 
 def _busy_tick(url: str, run_id: str) -> int:
     """A grid game's first step at which beams were fired (tagging and cleaning both if one has), else its step 1."""
-    from analysis import queries
+    from sim.store import queries
 
     states = queries.states(queries.open_reader(url), run_id, 1, 10_000)
     both = [t for t, s in states.items() if s.get("beams") and s.get("cleans")]

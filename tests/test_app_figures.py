@@ -21,11 +21,12 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from analysis import compare as cmp  # noqa: E402
-from analysis import memories, queries, vectors  # noqa: E402
+from analysis import memories, vectors  # noqa: E402
+from sim.store import queries  # noqa: E402
 from scenarios.grid import frames as grid_frames  # noqa: E402
-from sim.runner.config import build_spec  # noqa: E402
-from sim.runner.execution import RunFailed, execute  # noqa: E402
-from sim.runner.resume import fork_run  # noqa: E402
+from runner.config import build_spec  # noqa: E402
+from runner.execution import RunFailed, execute  # noqa: E402
+from runner.resume import fork_run  # noqa: E402
 from sim.store.store import Store  # noqa: E402
 from tests import apptest  # noqa: E402
 
@@ -435,7 +436,7 @@ def test_run_page_names_its_sweep(tmp_path, monkeypatch):
 # ----- 11. the first page loads without the engine -----------------------------------------------------------------------
 def test_the_runs_page_renders_without_the_simulation_engine(store, tmp_path):
     """The Runs page (the first a visitor sees) imports neither mesa, scipy.stats nor the launcher's runner: those cost
-    seconds of a first render (before: it imported analysis.launcher and with it the whole runner)."""
+    seconds of a first render (before: it imported runner.launcher and with it the whole runner)."""
     script = tmp_path / "first.py"
     script.write_text(
         "import os, sys\n"
@@ -444,7 +445,7 @@ def test_the_runs_page_renders_without_the_simulation_engine(store, tmp_path):
         "from streamlit.testing.v1 import AppTest\n"
         f"at = AppTest.from_file({APP!r}, default_timeout=120).run()\n"
         "assert not at.exception and at.title[0].value == 'Runs', [e.value for e in at.exception]\n"
-        "print(sorted(m for m in ('mesa', 'scipy.stats', 'sim.runner.execution', 'networkx') if m in sys.modules))\n")
+        "print(sorted(m for m in ('mesa', 'scipy.stats', 'runner.execution', 'networkx') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
@@ -543,7 +544,7 @@ def test_an_older_grid_run_keeps_its_stored_state(tmp_path):
     old = execute(build_spec("cleanup", ticks=6, sets=CLEANUP).model_copy(update={"contract": 7}), s).run_id
     new = execute(build_spec("cleanup", ticks=6, sets=CLEANUP), s).run_id
     assert "waste" not in s.ticks(old)[0].state and {"waste", "beams", "cleans"} <= set(s.ticks(new)[0].state)
-    from sim.runner.replay import replay_run
+    from runner.replay import replay_run
 
     result = replay_run(s, old)
     assert result["matched"] and result["ticks"] == 6, result
