@@ -19,7 +19,7 @@ matplotlib.use("Agg")  # files only, no display needed
 import pandas as pd  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-if (HERE.parent / "sim" / "api.py").is_file():  # run from a checkout: use its code, installed or not
+if (HERE.parent / "societas" / "api.py").is_file():  # run from a checkout: use its code, installed or not
     sys.path.insert(0, str(HERE.parent))
 
 import sim  # noqa: E402

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-if (HERE.parent / "sim" / "api.py").is_file():  # run from a checkout: use its code, installed or not
+if (HERE.parent / "societas" / "api.py").is_file():  # run from a checkout: use its code, installed or not
     sys.path.insert(0, str(HERE.parent))
 
 import numpy as np  # noqa: E402
