@@ -75,10 +75,10 @@ class ScriptedBackend(Backend):
             if strategy is not None:
                 many = columnar_form(strategy)
                 if many is not None and make_rng is CounterRandom:  # columnar draws are CounterRandom's
-                    got = many(batch.observation, batch.phase, batch.seeds if isinstance(idx, range) else batch.seeds[idx])
+                    got = many(batch.view(idx), batch.phase, batch.seeds if isinstance(idx, range) else batch.seeds[idx])
                     if got is not None and len(got) != len(idx):
                         raise RuntimeError(f"strategy {name!r} answered {len(got)} of {len(idx)} requests")
-                if got is None and is_observation_only(strategy):
+                if got is None and batch.columns is None and is_observation_only(strategy):  # (one observation for all)
                     i = idx[0]
                     got = [strategy(batch[i], make_rng(int(batch.seeds[i])))] * len(idx)
             if got is None:

@@ -25,8 +25,11 @@ pieces that changed between decision contracts (`editions`, `legacy`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
+
+import numpy as np
 
 from scenarios.donor import prompts, report, vh2024
 from scenarios.donor import templates as tpl
@@ -35,12 +38,15 @@ from scenarios.donor.editions import EDITIONS, DonorEdition
 from scenarios.donor.players import Donor
 from scenarios.donor.probes import PROBES
 from scenarios.donor.strategies import STRATEGIES
-from sim.core.contracts import Decision, DecisionRequest
+from sim.contracts.strategy import columnar_form
+from sim.core.contracts import Decision, DecisionRequest, RequestBatch
 from sim.core.spaces import Choice, Number, Text
 from sim.tick.model import SocietyModel
 
 NORM = "reciprocity"  # the norm a costly punishment enforces (norm.sanction events)
 STRATEGY_NORM = "donor_strategy"  # an LLM player's written strategy (norm.statement events)
+_ACTION = Choice(["give", "punish"])  # what a donor does with punishment on
+_PERCENT = Number(0, 100, 1)  # the share a donor gives, in whole percents (the platform's prompts)
 
 
 class DonorModel(SocietyModel):
@@ -94,6 +100,12 @@ class DonorModel(SocietyModel):
         self.round_units = 0.0
         self._rules_key: Optional[tuple[int, int]] = None  # the generation's rules text, made once (_rules)
         self._rules_text = ""
+        # the action and donate phases are one RequestBatch when every player is scripted with a columnar strategy (its
+        # newcomers inherit their parents' policy and strategy; the engine asks one by one anyway where a subclass makes
+        # requests or applies decisions its own way: SocietyModel.__init_subclass__)
+        self._columnar = not self.paper and all(
+            a.policy == "scripted" and a.strategy in self.strategies and columnar_form(self.strategies[a.strategy]) is not None
+            for a in self.agents)
 
     # ----- the clock: generation, game, round -------------------------------------------
     def _position(self, tick: int) -> tuple[int, int, int]:
@@ -213,6 +225,32 @@ class DonorModel(SocietyModel):
     def observe(self, agent: Donor, phase: str) -> Optional[DecisionRequest]:
         return _REQUESTS[phase](self, agent)
 
+    def observe_batch(self, phase: str) -> Optional[RequestBatch]:
+        """A round's action and donate phases as one batch, in columns, when every donor is scripted with a strategy
+        that answers in columns (not under the paper's prompts: each donor's space there is its own resources); the
+        requests are those `observe` gives (each built by it when asked for), in its order."""
+        if phase not in ("action", "donate") or not self._columnar:
+            return None
+        pairs, modes = self.pairs, self.modes
+        donors = [a for a in self.agents if a.unique_id in pairs]
+        params = [a.params for a in donors]
+        columns = {key: np.fromiter((p[key] for p in params), np.float64, len(donors))
+                   for key in ("fraction", "threshold", "punish_fraction")}
+        columns["last_gift"] = np.fromiter((self._last_share(pairs[a.unique_id]) for a in donors), np.float64, len(donors))
+        if phase == "action":
+            asked, space, default = self._request_action, _ACTION, "give"
+        else:
+            columns["action"] = np.array([modes.get(a.unique_id, "give") for a in donors], dtype=object)
+            asked, space, default = self._request_donate, _PERCENT, 0.0
+        shared = {"punishment": self.config.punishment, "round": self.round, "game": self.game, "generation": self.generation}
+        return self.batch_request(donors, phase, space, default, shared, "", columns=columns,
+                                  build=lambda i: asked(donors[i]))
+
+    def _last_share(self, recipient: Donor) -> float:
+        """`last_gift(recipient)` as a float, NaN for None (a column of the batch)."""
+        last = self.last_gift(recipient)
+        return math.nan if last is None else last
+
     def _request_strategy(self, agent: Donor) -> Optional[DecisionRequest]:
         """An LLM player without a strategy writes one (at the start of its generation)."""
         if agent.policy != "llm" or agent.strategy_text is not None:
@@ -244,7 +282,7 @@ class DonorModel(SocietyModel):
             return None
         recipient, obs, context = round_
         question = tpl.QUESTIONS["action"].substitute(recipient=recipient.unique_id)
-        return self.request(agent, "action", Choice(["give", "punish"]), "give", obs, context, question,
+        return self.request(agent, "action", _ACTION, "give", obs, context, question,
                             reason_tokens=self.config.reasoning)
 
     def _request_donate(self, agent: Donor) -> Optional[DecisionRequest]:
@@ -261,7 +299,7 @@ class DonorModel(SocietyModel):
                                 reason_tokens=self.config.reasoning, system=self._paper_system(),
                                 answer_prompt=vh2024.DONATION_ANSWER)
         question = tpl.QUESTIONS[mode].substitute(recipient=recipient.unique_id)
-        return self.request(agent, "donate", Number(0, 100, 1), 0.0, obs, context, question, reason_tokens=self.config.reasoning)
+        return self.request(agent, "donate", _PERCENT, 0.0, obs, context, question, reason_tokens=self.config.reasoning)
 
     def _paper_donation_prompt(self, agent: Donor, recipient: Donor, steps: Sequence[dict[str, Any]]) -> tuple[str, str]:
         """Vallinder & Hughes's donation prompt: the donor's situation (its strategy, the round of the game, the

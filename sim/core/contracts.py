@@ -7,7 +7,7 @@ emits `Event`s. What makes a run reproducible is in `sim.core.spec`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Optional
@@ -91,20 +91,32 @@ class RequestBatch(Sequence[DecisionRequest]):
     gives the very DecisionRequests the one-by-one `observe` would have built (each with its own
     copy of the observation), so any backend can answer it; a backend with `decide_columns`
     answers it whole.
+
+    Requests that also differ in what each agent sees (the donor game's donors: each its own resources and
+    recipient) travel with `columns`, each observed field that differs as an array over the agents (what a
+    columnar strategy reads, `view`), and `build`, which builds request i exactly as `observe` would (its own
+    observation and question): indexing the batch then gives `build(i)`.
     """
 
     __slots__ = ("tick", "phase", "space", "default", "observation", "agent_ids", "strategies", "personas",
-                 "seeds", "backend", "context", "question")
+                 "seeds", "backend", "context", "question", "columns", "build")
 
     def __init__(self, *, tick: int, phase: str, space: Space, default: Any, observation: dict[str, Any],
                  agent_ids: Sequence[int], strategies: Sequence[Optional[str]], personas: Sequence[str],
-                 seeds: Sequence[int], backend: str = "scripted", context: str = "", question: str = "") -> None:
+                 seeds: Sequence[int], backend: str = "scripted", context: str = "", question: str = "",
+                 columns: Optional[Mapping[str, np.ndarray]] = None,
+                 build: Optional[Callable[[int], DecisionRequest]] = None) -> None:
         if not len(agent_ids) == len(strategies) == len(personas) == len(seeds):
             raise ValueError("a RequestBatch needs one id, strategy, persona and seed per agent")
+        if (columns is None) != (build is None):
+            raise ValueError("a RequestBatch with its agents' own observations needs both their columns and `build`")
+        if columns is not None and any(len(c) != len(agent_ids) for c in columns.values()):
+            raise ValueError("a RequestBatch's observation columns need one value per agent")
         self.tick, self.phase, self.space, self.default = tick, phase, space, default
         self.observation, self.backend, self.context, self.question = observation, backend, context, question
         self.agent_ids, self.strategies, self.personas = agent_ids, strategies, personas
         self.seeds = np.asarray(seeds, dtype=np.uint64)  # (numpy: a strategy's `many` draws from them at once)
+        self.columns, self.build = columns, build
         DecisionRequest(agent_id=0, tick=tick, phase=phase, space=space, default=default)  # checks the default once
 
     def __len__(self) -> int:
@@ -113,6 +125,8 @@ class RequestBatch(Sequence[DecisionRequest]):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
+        if self.build is not None:
+            return self.build(i if i >= 0 else i + len(self))
         return DecisionRequest(
             agent_id=self.agent_ids[i], tick=self.tick, phase=self.phase, space=self.space, default=self.default,
             backend=self.backend, strategy=self.strategies[i], observation=dict(self.observation), context=self.context,
@@ -121,6 +135,16 @@ class RequestBatch(Sequence[DecisionRequest]):
 
     def __iter__(self) -> Iterator[DecisionRequest]:
         return (self[i] for i in range(len(self)))
+
+    def view(self, positions: Sequence[int]) -> dict[str, Any]:
+        """What the agents at `positions` observe, for a columnar strategy: the shared observation, and each of the
+        batch's `columns` as the array of their values (the shared observation itself where there are none)."""
+        if self.columns is None:
+            return self.observation
+        if isinstance(positions, range) and len(positions) == len(self):
+            return {**self.observation, **self.columns}
+        picked = np.asarray(positions, dtype=np.intp)
+        return {**self.observation, **{k: np.asarray(c)[picked] for k, c in self.columns.items()}}
 
 
 class DecisionColumns(Sequence[Decision]):

@@ -387,8 +387,11 @@ class SocietyModel(mesa.Model):
         )
 
     def batch_request(self, agents: Sequence[SocietyAgent], phase: str, space: Space, default: Any,
-                      observation: dict[str, Any], question: str) -> RequestBatch:
-        """The RequestBatch equal to `request(a, phase, space, default, observation, "", question)` for each agent.
+                      observation: dict[str, Any], question: str, *, columns: Optional[Mapping[str, np.ndarray]] = None,
+                      build: Optional[Callable[[int], DecisionRequest]] = None) -> RequestBatch:
+        """The RequestBatch equal to `request(a, phase, space, default, observation, "", question)` for each agent; with
+        `columns` (what differs in each agent's observation, an array over `agents`) and `build` (agent i's request as
+        `observe` builds it), the batch of those requests (RequestBatch).
 
         For agents of one policy whose requests carry no prompt text (scripted ones): an LLM
         agent's request has its own memory and feedback, so it is never batched.
@@ -406,7 +409,7 @@ class SocietyModel(mesa.Model):
             tick=self.tick, phase=phase, space=space, default=default, observation=observation, agent_ids=ids,
             strategies=list(map(_strategy, agents)), personas=list(map(_persona, agents)),
             seeds=self.seeds.seeds_for_many(self.tick, keys, phase), backend=policies.pop() if policies else "scripted",
-            question=question,
+            question=question, columns=columns, build=build,
         )
 
     def emit(self, kind: str, actor: Optional[int] = None, target: Optional[int] = None, **data: Any) -> Event:
