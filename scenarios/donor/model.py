@@ -39,7 +39,7 @@ from scenarios.donor.players import Donor
 from scenarios.donor.probes import PROBES
 from scenarios.donor.strategies import STRATEGIES
 from sim.contracts.strategy import columnar_form
-from sim.core.contracts import Decision, DecisionRequest, RequestBatch
+from sim.core.contracts import Decision, DecisionRequest, Event, RequestBatch, columns_of
 from sim.core.spaces import Choice, Number, Text
 from sim.tick.model import SocietyModel
 
@@ -103,6 +103,7 @@ class DonorModel(SocietyModel):
         # the action and donate phases are one RequestBatch when every player is scripted with a columnar strategy (its
         # newcomers inherit their parents' policy and strategy; the engine asks one by one anyway where a subclass makes
         # requests or applies decisions its own way: SocietyModel.__init_subclass__)
+        self._memories = any(a.remembers for a in self.agents)  # (newcomers play their parents' policy)
         self._columnar = not self.paper and all(
             a.policy == "scripted" and a.strategy in self.strategies and columnar_form(self.strategies[a.strategy]) is not None
             for a in self.agents)
@@ -352,10 +353,44 @@ class DonorModel(SocietyModel):
         self.modes.update({d.agent_id: str(d.value) for d in decisions})
 
     def _act_donate(self, decisions: Sequence[Decision]) -> None:
-        ids = self.agent_map()
-        for d in decisions:
-            donor = ids[d.agent_id]
-            self._donate(donor, self.pairs[d.agent_id], self._share(donor, float(d.value)))
+        """Each donor, in the decisions' order, gives its share of resources (the recipient gets `multiplier` x), or
+        pays it to punish (`_punish`). One loop over the columns: what a gift changes, in the order it changes it."""
+        c, tick, modes = self.config, self.tick, self.modes
+        players, pairs, deltas, gifts, received_by = self.agent_map(), self.pairs, self.deltas, self.gifts, self.received
+        gen, given, events = self.gen_given[self.generation], self.round_given, self.events
+        multiplier, cues, memories = c.multiplier, c.reciprocity_cues, self._memories
+        ids, values = columns_of(decisions)
+        gen[1] += len(ids)
+        self.decisions += len(ids)
+        for aid, value in zip(ids, values):
+            donor, recipient = players[aid], pairs[aid]
+            share = self._share(donor, float(value)) if self.paper else float(value) / 100.0
+            rid = recipient.unique_id
+            x = share * donor.resources
+            donor.resources -= x
+            deltas[aid] -= x
+            if modes and modes.get(aid) == "punish":
+                self._punish(donor, recipient, x)
+                donor.actions.append((tick, "punish", 0.0, x, rid))
+                continue
+            received = multiplier * x
+            gifts[aid] = gifts.get(aid, 0.0) + x
+            received_by[rid] = received_by.get(rid, 0.0) + received
+            recipient.resources += received
+            deltas[rid] += received
+            gen[0] += share
+            self.shares_given += share
+            given.append(share)
+            self.round_units += x
+            events.append(Event("donation", aid, rid, {"share": share, "amount": x, "received": received}))
+            if memories:  # (no player keeps a memory in a game of scripted donors: no line is even written)
+                if donor.remembers:
+                    donor.remember(tick, "observation", f"I gave {x:.2f} units ({100 * share:.0f}%) to player {rid}.")
+                if cues and recipient.remembers:
+                    recipient.remember(tick, "observation", f"Player {aid} gave me {received:.2f} units.")
+                if share > 0:
+                    recipient.relate(aid, 0.2)
+            donor.actions.append((tick, "give", share, x, rid))
 
     def _share(self, donor: Donor, value: float) -> float:
         """The share of its resources a donor's answer gives: a percent, or units under the paper's prompts."""
@@ -363,47 +398,21 @@ class DonorModel(SocietyModel):
             return value / 100.0
         return min(1.0, value / donor.resources) if donor.resources > 0 else 0.0
 
-    def _donate(self, donor: Donor, recipient: Donor, share: float) -> None:
-        """Give `share` of the donor's resources (the recipient gets `multiplier` x), or pay it to punish."""
+    def _punish(self, donor: Donor, recipient: Donor, x: float) -> None:
+        """The donor has paid `x` to punish: the recipient loses `punish_multiplier` x (at most what it has)."""
         c = self.config
-        x = share * donor.resources
-        donor.resources -= x
-        self.deltas[donor.unique_id] -= x
-        punish = self.modes.get(donor.unique_id) == "punish"
-        gen = self.gen_given[self.generation]
-        gen[1] += 1
-        self.decisions += 1
-        if punish:
-            removed = min(c.punish_multiplier * x, recipient.resources)
-            recipient.resources -= removed
-            self.deltas[recipient.unique_id] -= removed
-            self.punishments += 1
-            self.round_punish += 1
-            self.round_given.append(0.0)
-            self.norms.sanction(donor.unique_id, recipient.unique_id, NORM, cost=x, fine=removed)
-            if donor.remembers:  # (a scripted donor keeps no memory: the line is not even written)
-                donor.remember(self.tick, "observation", f"I paid {x:.2f} units to punish player {recipient.unique_id}.")
-            if self.config.reciprocity_cues and recipient.remembers:
-                recipient.remember(self.tick, "observation", f"Player {donor.unique_id} punished me: I lost {removed:.2f} units.")
-            recipient.relate(donor.unique_id, -0.3)
-        else:
-            received = c.multiplier * x
-            self.gifts[donor.unique_id] = self.gifts.get(donor.unique_id, 0.0) + x
-            self.received[recipient.unique_id] = self.received.get(recipient.unique_id, 0.0) + received
-            recipient.resources += received
-            self.deltas[recipient.unique_id] += received
-            gen[0] += share
-            self.shares_given += share
-            self.round_given.append(share)
-            self.round_units += x
-            self.emit("donation", donor.unique_id, recipient.unique_id, share=share, amount=x, received=received)
-            if donor.remembers:  # (a scripted donor keeps no memory: the line is not even written)
-                donor.remember(self.tick, "observation", f"I gave {x:.2f} units ({100 * share:.0f}%) to player {recipient.unique_id}.")
-            if self.config.reciprocity_cues and recipient.remembers:
-                recipient.remember(self.tick, "observation", f"Player {donor.unique_id} gave me {received:.2f} units.")
-            if share > 0:
-                recipient.relate(donor.unique_id, 0.2)
-        donor.actions.append((self.tick, "punish" if punish else "give", 0.0 if punish else share, x, recipient.unique_id))
+        removed = min(c.punish_multiplier * x, recipient.resources)
+        recipient.resources -= removed
+        self.deltas[recipient.unique_id] -= removed
+        self.punishments += 1
+        self.round_punish += 1
+        self.round_given.append(0.0)
+        self.norms.sanction(donor.unique_id, recipient.unique_id, NORM, cost=x, fine=removed)
+        if donor.remembers:  # (a scripted donor keeps no memory: the line is not even written)
+            donor.remember(self.tick, "observation", f"I paid {x:.2f} units to punish player {recipient.unique_id}.")
+        if c.reciprocity_cues and recipient.remembers:
+            recipient.remember(self.tick, "observation", f"Player {donor.unique_id} punished me: I lost {removed:.2f} units.")
+        recipient.relate(donor.unique_id, -0.3)
 
     # ----- payoffs, bookkeeping, metrics --------------------------------------------------
     def payoffs(self) -> dict[int, float]:
