@@ -248,7 +248,11 @@ class DonorModel(SocietyModel):
                                   build=lambda i: asked(donors[i]))
 
     def _last_share(self, recipient: Donor) -> float:
-        """`last_gift(recipient)` as a float, NaN for None (a column of the batch)."""
+        """`last_gift(recipient)` as a float, NaN for None (a column of the batch); its latest action first, the usual
+        answer."""
+        actions = recipient.actions
+        if actions and actions[-1][1] == "give" and self.config.trace_depth:
+            return actions[-1][2]
         last = self.last_gift(recipient)
         return math.nan if last is None else last
 
