@@ -15,7 +15,7 @@ from sim.core.contracts import Decision, DecisionColumns, values_by_agent
 from sim.core.records import StepColumns
 from sim.reward.components import vectors
 
-_by_id, _policy = attrgetter("unique_id"), attrgetter("policy")
+_by_id, _backend = attrgetter("unique_id"), attrgetter("backend")
 
 
 def step_columns(agents: Sequence[Any], present: Mapping[int, Any], taken: Sequence[tuple[str, Sequence[Decision]]],
@@ -37,7 +37,7 @@ def step_columns(agents: Sequence[Any], present: Mapping[int, Any], taken: Seque
         memories[agent.unique_id] = agent.memory.snapshot()
         agent.stored_memory_version = agent.memory.version
     steps = StepColumns(
-        ids, list(map(_policy, agents)), list(map(payoffs.get, ids, repeat(0.0))),
+        ids, list(map(_backend, agents)), list(map(payoffs.get, ids, repeat(0.0))),
         list(map(rewards.get, ids, repeat(0.0))), [(phase, values_by_agent(decided)) for phase, decided in taken],
         {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
         None if components is None else vectors(components, ids),
