@@ -95,7 +95,7 @@ def run_models(spec: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
         run_llm = LLMSpec.model_validate(spec.get("llm") or {})
     except (UsageError, ValidationError, KeyError, TypeError):
         return {}
-    holders = model_holders(config)
+    holders = model_holders(config, str(spec.get("policy") or "scripted"))
     out = {RUN_LLM: (", ".join(holders.get(RUN_LLM, [])) or "all LLM agents", run_llm.label())}
     for name, block in model_backends(config).items():
         try:
@@ -110,10 +110,16 @@ def model_usage(store: Store, run_id: str, prices: Optional[Prices] = None) -> l
     """One row per backend and model of a run: who plays it, the model, calls, cache hits, tokens, latency (total
     and mean per call the model answered), fallbacks and cost (None where the table has no price for the model)."""
     run = store.get_run(run_id)
+    return usage_rows(store.llm_usage([run.id]), run.spec, prices)
+
+
+def usage_rows(usage: Sequence[Mapping[str, Any]], spec: Mapping[str, Any],
+               prices: Optional[Prices] = None) -> list[dict[str, Any]]:
+    """`model_usage`'s rows from a run's aggregated calls (`sim.store.queries.llm_usage`) and its stored spec."""
     prices = prices if prices is not None else load_prices()
-    who = run_models(run.spec)
+    who = run_models(spec)
     rows = []
-    for u in store.llm_usage([run.id]):
+    for u in usage:
         live = u["calls"] - u["cache_hits"]
         group, label = who.get(u["backend"], ("", ""))
         rows.append({"backend": u["backend"], "group": group, "model": label or u["model_id"], "model_id": u["model_id"],

@@ -80,4 +80,4 @@ def preflight(spec: RunSpec) -> None:
 
 def _holders(spec: RunSpec, name: str) -> str:
     """Who plays backend `name`, for messages: "group 2", "customers"..."""
-    return " and ".join(model_holders(bind(spec).settings).get(name, [])) or name
+    return " and ".join(model_holders(bind(spec).settings, spec.policy).get(name, [])) or name

@@ -69,9 +69,12 @@ class MarketConfig(ScenarioConfig):
     def _llm_block(cls, block: Any) -> Any:
         return None if block is None else check_llm_block(block)
 
-    def llm_blocks(self) -> list[tuple[str, Optional[dict[str, Any]]]]:
-        """The customers' block, then the businesses' (each side plays its own model, or the run's)."""
-        return [("customers", self.customer_llm), ("businesses", self.business_llm)]
+    def llm_blocks(self, policy: str = "llm") -> list[tuple[str, Optional[dict[str, Any]]]]:
+        """The customers' block, then the businesses' (each side the LLM plays: its own model, or the run's)."""
+        if policy != "llm":
+            return []
+        return [(side, block) for side, block in (("customers", self.customer_llm), ("businesses", self.business_llm))
+                if self.llm_side in ("both", side)]
 
     def data_paths(self) -> dict[str, Path]:
         folder = mdata.resolve(self.market, self.data_dir)

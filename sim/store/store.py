@@ -28,6 +28,7 @@ from sim.core.interrupts import shielded
 from sim.core.records import StepColumns, TickRecord
 from sim.core.spec import RunSpec
 from sim.store.encoding import dumps, json_safe
+from sim.store.queries import llm_usage
 from sim.store.schema import as_url, make_engine
 from sim.store.snapshots import TickSnapshot
 from sim.store.tables import RUN_STATUSES, AgentStep, EventRow, LLMCall, Run, RunAgent, SweepRow, Tick, utc_now
@@ -249,21 +250,8 @@ class Store:
         return self._rows(LLMCall, run_id)
 
     def llm_usage(self, run_ids: Sequence[str]) -> list[dict[str, Any]]:
-        """LLM calls per run, backend and model, aggregated in SQL: calls, cache hits, tokens in and out (of all calls
-        and of those the model answered, not the cache), latency and fallbacks."""
-        c = LLMCall.__table__.c
-        live = c.cache_hit == False  # noqa: E712
-        query = (sa_select(c.run_id, c.backend, c.model_id, func.count().label("calls"),
-                           func.sum(case((c.cache_hit, 1), else_=0)).label("cache_hits"),
-                           func.sum(c.tokens_in).label("tokens_in"), func.sum(c.tokens_out).label("tokens_out"),
-                           func.sum(case((live, c.tokens_in), else_=0)).label("live_tokens_in"),
-                           func.sum(case((live, c.tokens_out), else_=0)).label("live_tokens_out"),
-                           func.sum(c.latency_s).label("latency_s"),
-                           func.sum(case((c.fallback, 1), else_=0)).label("fallbacks"))
-                 .where(c.run_id.in_(list(run_ids))).group_by(c.run_id, c.backend, c.model_id)
-                 .order_by(c.run_id, c.backend, c.model_id))
-        with self.engine.connect() as conn:
-            return [{k: (v if v is not None else 0) for k, v in row._mapping.items()} for row in conn.execute(query)]
+        """LLM calls per run, backend and model, aggregated in SQL (`queries.llm_usage`)."""
+        return llm_usage(self.engine, run_ids)
 
     def cache_lookup(self, keys: Sequence[str]) -> dict[str, LLMCall]:
         """Original (non-hit) calls for these cache keys, first stored wins."""

@@ -102,11 +102,12 @@ class ScenarioConfig(StrictNumbers):
                 del data[key]
         return data
 
-    def llm_blocks(self) -> list[tuple[str, Optional[dict[str, Any]]]]:
-        """(who, `llm` block) for each group of agents that may have a model of its own: the population's groups in
-        order ("group 2", or its `name`; a scenario without a population names its own: the market's customers and
+    def llm_blocks(self, policy: str = "llm") -> list[tuple[str, Optional[dict[str, Any]]]]:
+        """(who, `llm` block) for each group of LLM agents of a run of `policy`: the population's groups in order
+        ("group 2", or its `name`; a scenario without a population names its own: the market's customers and
         businesses), the block None where the run's llm plays. Each distinct block is a model: `sim.tick.models`."""
-        return [(g.name or f"group {k + 1}", g.llm) for k, g in enumerate(self.population or ())]
+        return [(g.name or f"group {k + 1}", g.llm) for k, g in enumerate(self.population or ())
+                if (g.policy or policy) == "llm"]
 
     @model_validator(mode="after")
     def _population_adds_up(self) -> "ScenarioConfig":

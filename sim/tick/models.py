@@ -54,9 +54,10 @@ def llm_policy(config: ScenarioConfig, block: Optional[Mapping[str, Any]]) -> st
 
 
 
-def model_holders(config: ScenarioConfig) -> dict[str, list[str]]:
-    """Backend -> who plays it ("group 1", "customers"...): `llm` for the groups without a block of their own."""
+def model_holders(config: ScenarioConfig, policy: str = "llm") -> dict[str, list[str]]:
+    """Backend -> who plays it ("group 1", "customers"...) in a run of `policy`: `llm` for the groups of LLM agents
+    without a block of their own."""
     out: dict[str, list[str]] = {}
-    for who, block in config.llm_blocks():
+    for who, block in config.llm_blocks(policy):
         out.setdefault(backend_for(config, block), []).append(who)
     return out
