@@ -88,9 +88,10 @@ class MarketConfig(ScenarioConfig):
             raise ValueError(f"data_dir {self.data_dir!r} is not a folder")
         folder = mdata.resolve(self.market, self.data_dir)  # unknown names and malformed files fail here
         businesses = self.businesses_n if folder is None else len(mdata.load_market(folder).businesses)
-        for side, block in (("customers", self.customer_llm), ("businesses", self.business_llm)):
+        for side, field, block in (("customers", "customer_llm", self.customer_llm),
+                                   ("businesses", "business_llm", self.business_llm)):
             if block is not None and self.llm_side not in ("both", side):
-                raise ValueError(f"{side[:-1]}_llm sets the model of LLM {side}, and llm_side={self.llm_side} makes them "
+                raise ValueError(f"{field} sets the model of LLM {side}, and llm_side={self.llm_side} makes them "
                                  "scripted")
         if self.manipulative_n > businesses:
             raise ValueError(f"manipulative_n ({self.manipulative_n}) is more than the market's {businesses} businesses")
