@@ -10,8 +10,9 @@ port, and runs one tick of the fishery and of the social network (every member a
 - `sequential`: the same server, one call per agent in sequence (`max_concurrency: 1`), what mesa-llm does;
 - `in_process`: the embedded engine in this process (batched, no server).
 
-Each is a real run on a fresh in-memory store (no cache hit), after a warm-up run of the same mode; decisions/s and
-tokens/s are over the tick's stored duration. The server is killed at the end. Ratios are within this run only.
+Each is a real run on a fresh in-memory store (no cache hit), after a warm-up run of each mode; the modes run
+interleaved for `--rounds` rounds (order rotated), and decisions/s and tokens/s (over the tick's stored duration) are
+medians. The server is killed at the end. Ratios are within this run only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import platform
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -98,6 +100,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16, help="the platform's max_concurrency (calls in flight)")
     ap.add_argument("--ctx", type=int, default=4096, help="the server's context size")
     ap.add_argument("--scenarios", default="commons,social")
+    ap.add_argument("--rounds", type=int, default=3, help="ticks per mode, interleaved; medians are reported")
     ap.add_argument("--note", default="", help="a note stored in the JSON (e.g. why fewer agents)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/served-cpu.json"))
     args = ap.parse_args()
@@ -110,15 +113,24 @@ def main() -> None:
     try:
         for scenario in scenarios:
             row: dict[str, Any] = {}
-            for mode in ("platform", "sequential", "in_process"):
-                llm = llm_block(mode, url, args.concurrency)
-                one_tick(scenario, 2, llm, seed=99)  # warm-up: the model loaded, the server's first request done
-                row[mode] = {"agents": agents[scenario], **one_tick(scenario, agents[scenario], llm, seed=0)}
-                print(scenario, mode, row[mode], flush=True)
+            modes = ["platform", "sequential", "in_process"]
+            for mode in modes:  # warm-up: the model loaded, the server's first request done
+                one_tick(scenario, 2, llm_block(mode, url, args.concurrency), seed=99)
+            rounds: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+            for k in range(args.rounds):  # the modes interleaved, their order rotated: a loaded machine drifts
+                for mode in modes[k % 3:] + modes[:k % 3]:
+                    rounds[mode].append(one_tick(scenario, agents[scenario], llm_block(mode, url, args.concurrency),
+                                                 seed=0))
+                    print(scenario, mode, rounds[mode][-1], flush=True)
+            for mode in modes:
+                row[mode] = {"agents": agents[scenario], "rounds": rounds[mode],
+                             **{f"median_{key}": statistics.median(r[key] for r in rounds[mode])
+                                for key in ("tick_s", "decisions_per_s", "tokens_per_s")}}
             p, s, e = row["platform"], row["sequential"], row["in_process"]
-            row["ratios"] = {"platform_vs_sequential": round(p["decisions_per_s"] / s["decisions_per_s"], 2),
-                             "in_process_vs_platform": round(e["decisions_per_s"] / p["decisions_per_s"], 2),
-                             "in_process_vs_sequential": round(e["decisions_per_s"] / s["decisions_per_s"], 2)}
+            rate = "median_decisions_per_s"
+            row["ratios"] = {"platform_vs_sequential": round(p[rate] / s[rate], 2),
+                             "in_process_vs_platform": round(e[rate] / p[rate], 2),
+                             "in_process_vs_sequential": round(e[rate] / s[rate], 2)}
             results[scenario] = row
     finally:
         proc.terminate()
@@ -126,7 +138,8 @@ def main() -> None:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-    out = {"benchmark": "served", "agents": {k: agents[k] for k in scenarios}, "ticks": 1, "concurrency": args.concurrency,
+    out = {"benchmark": "served", "agents": {k: agents[k] for k in scenarios}, "ticks": 1, "rounds": args.rounds,
+           "concurrency": args.concurrency,
            "server": {"impl": "llama_cpp.server", "version": importlib.metadata.version("llama_cpp_python"),
                       "model": embedded_model_path().name, "threads": args.threads, "n_ctx": args.ctx,
                       "parallel_slots": 1, "why_one_slot": "llama-cpp-python's server has no --n_parallel: it answers "

@@ -16,7 +16,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 
 class HashChat(BaseChatModel):
-    """Answers `hash(prompt) % 8` as text with usage (words as tokens); `delay` seconds per call; down while `down_file` exists."""
+    """Answers `hash(prompt) % 8` as text with usage (words as tokens); `delay` s per call; down while `down_file` exists."""
 
     delay: float = 0.0
     down_file: str = ""

@@ -3,19 +3,15 @@ stored, replayed, resumed and reported per group and model with its cost; bad bl
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
-from agents.llm.chat import ChatLLM
 from analysis.model_usage import load_prices, model_usage
 from conftest import ROOT, cli, cli_json
 from runner.backends import make_backends
