@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from analysis.model_usage import Prices, model_usage
 from sim.core.errors import UsageError
 from sim.store.store import Store
 from sim.store.tables import AgentStep, EventRow, LLMCall, Run, Tick
@@ -102,8 +103,10 @@ def _write(path: Path, frames: Iterator[pd.DataFrame], fmt: str) -> None:
             writer.close()
 
 
-def export_run(store: Store, run_id: str, out_dir: Path, fmt: str, *, chunk: int = 20_000) -> list[Path]:
-    """Write every table of the run into `out_dir` as `<table>.<fmt>`; returns the paths.
+def export_run(store: Store, run_id: str, out_dir: Path, fmt: str, *, chunk: int = 20_000,
+               prices: Optional[Prices] = None) -> list[Path]:
+    """Write every table of the run into `out_dir` as `<table>.<fmt>`, and `llm_usage.<fmt>` (calls, tokens, latency,
+    fallbacks and cost per group and model, analysis.model_usage, under `prices`); returns the paths.
 
     Rows are read and written `chunk` at a time, so memory does not grow with the run; the files are the same
     whatever the chunk size (tests compare them).
@@ -123,6 +126,19 @@ def export_run(store: Store, run_id: str, out_dir: Path, fmt: str, *, chunk: int
             path = out_dir / f"{name}.{fmt}"
             _write(path, (table_frame(name, rows, metric_keys) for rows in _chunks(store, run_id, name, chunk)), fmt)
             paths.append(path)
+        path = out_dir / f"llm_usage.{fmt}"
+        _write(path, iter([usage_frame(model_usage(store, run_id, prices))]), fmt)
+        paths.append(path)
     except OSError as exc:
         raise UsageError(f"bad value for '--out': cannot write into {str(out_dir)!r}: {exc.strerror}") from None
     return paths
+
+
+USAGE_COLUMNS = {"backend": "string", "group": "string", "model": "string", "model_id": "string", "calls": "Int64",
+                 "cache_hits": "Int64", "tokens_in": "Int64", "tokens_out": "Int64", "latency_s": "float64",
+                 "latency_per_call_s": "float64", "fallbacks": "Int64", "cost": "float64"}
+
+
+def usage_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """A run's LLM usage per group and model (`analysis.model_usage.model_usage`) as a frame of fixed columns."""
+    return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=t) for c, t in USAGE_COLUMNS.items()})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from agents.sandbox.levels import of_run as sandbox_of_run
+from analysis.model_usage import Prices, model_usage, total_cost
 from analysis.reference import comparison_rows
 from scenarios.registry import REGISTRY
 from sim.reward.docs import scenario_metric_docs
@@ -49,9 +50,11 @@ def run_row(run: Any) -> dict[str, Any]:
             "sweep_id": run.sweep_id, "cached": bool(run.cached), "created_at": run.created_at.isoformat()}
 
 
-def run_summary(store: Store, run_id: str) -> dict[str, Any]:
-    """Spec, status, final metrics, per-tick metrics, fallback count and LLM usage of a run (aggregated in SQL)."""
+def run_summary(store: Store, run_id: str, prices: Optional[Prices] = None) -> dict[str, Any]:
+    """Spec, status, final metrics, per-tick metrics, fallback count and LLM usage of a run: per agent, and per group
+    and model with its cost under `prices` (default: the built-in price table, analysis.model_usage)."""
     run = store.get_run(run_id)
+    by_model = model_usage(store, run.id, prices)
     return {
         "run_id": run.id, "scenario": run.scenario, "seed": run.seed, "policy": run.policy,
         "status": run.status, "status_text": status_text(run), "reason": run.reason, "ticks": run.ticks,
@@ -64,7 +67,7 @@ def run_summary(store: Store, run_id: str) -> dict[str, Any]:
         "reference": comparison_rows(run.scenario, run.final_metrics or {}),
         "per_tick": [{"tick": t.tick, "metrics": t.metrics} for t in store.ticks(run_id)],
         "fallbacks": store.fallback_count(run_id),
-        "llm": llm_usage(store.llm_calls(run_id)),
+        "llm": {**llm_usage(store.llm_calls(run_id)), "by_model": by_model, "cost": total_cost(by_model)},
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from analysis.model_usage import Prices, runs_cost
 from sim.reward.intervals import is_rate, mean_interval
 from sim.core.errors import UsageError
 from sim.store.store import Store
@@ -24,20 +25,24 @@ def _lookup(config: dict[str, Any], key: str) -> Any:
     return json.dumps(node, sort_keys=True) if isinstance(node, (dict, list)) else node
 
 
-def sweep_frame(store: Store, sweep_id: str) -> tuple[pd.DataFrame, list[str]]:
-    """One row per run of the sweep: run_id, status, seed, each grid key's value, every final metric.
+def sweep_frame(store: Store, sweep_id: str, prices: Optional[Prices] = None) -> tuple[pd.DataFrame, list[str]]:
+    """One row per run of the sweep: run_id, status, seed, each grid key's value, every final metric, and `cost`
+    where some run called an LLM (what its models' tokens cost under `prices`: analysis.model_usage).
 
     Returns (frame, grid keys). Runs that have not ended have empty metrics.
     """
     row = store.get_sweep(sweep_id)
     keys = list(row.definition.get("grid", {}))
     runs = store.sweep_runs(row.id)
+    costs = runs_cost(store, [r.id for r in runs], prices)  # (only runs that called an LLM)
     records = []
     for r in runs:
         config = r.spec.get("config", {})
         rec: dict[str, Any] = {"run_id": r.id, "status": r.status, "seed": r.seed, "ticks": r.ticks}
         rec.update({k: _lookup({**config, "llm": r.spec.get("llm", {})}, k) for k in keys})
         rec.update(r.final_metrics if r.status in ENDED else {})
+        if costs:
+            rec["cost"] = costs.get(r.id, 0.0)
         records.append(rec)
     frame = pd.DataFrame(records, columns=None if records else ["run_id", "status", "seed", "ticks", *keys])
     frame.attrs["sweep_id"] = row.id

@@ -1,8 +1,9 @@
 """Agents: every agent of the run with its role, strategy, persona and payoff (GovSim's per-persona view: each
 agent's action and payoff over time in one chart, a table of totals, over-usage, violations and sanctions; the
-agents' reward vectors summed, Sotopia's per-agent scores), and one agent's log: its trajectory, its reward vector
-over time, its decisions with the exact prompt and answer from the LLM call log (fallbacks highlighted), and its
-memory over time (Concordia's memory timeline) and relationships."""
+agents' reward vectors summed, Sotopia's per-agent scores), the LLM usage per group and model with its cost, and one
+agent's log: its trajectory, its reward vector over time, its decisions with the exact prompt and answer from the
+LLM call log (fallbacks highlighted), and its memory over time (Concordia's memory timeline) and relationships; and
+the interviews and surveys asked of the run's agents (`societas interview`, `survey`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import memories
+from analysis.model_usage import usage_rows
 from analysis.vectors import vector_totals
 from app_pages import charts, export
 from app_pages.common import choose_agent, choose_run, noun, over_usage, page, q, scenario_class, units, url_tabs, vq
@@ -39,13 +41,16 @@ def render(table: pd.DataFrame) -> None:
     if agents.empty:
         st.info("This run has no agent steps yet.")
         return
-    tabs = url_tabs(["All agents", "One agent"], "agents_tab")
+    tabs = url_tabs(["All agents", "One agent", "Interviews and surveys"], "agents_tab")
     if tabs[0].open is not False:
         with tabs[0]:
             _all(run, agents)
     if tabs[1].open is not False:
         with tabs[1]:
             _one(run, agents)
+    if tabs[2].open is not False:
+        with tabs[2]:
+            _studies(run, table)
 
 
 def _big(run: dict, agents: pd.DataFrame) -> bool:
@@ -104,6 +109,7 @@ def _all(run: dict, agents: pd.DataFrame) -> None:
     export.chart(charts.per_agent(series, "payoff", title=f"Payoff per {unit_of_time}", unit=unit.get("payoff", ""),
                                   noun=unit_of_time, order=order), f"{run['run_id']}-payoffs", key="agents-payoffs")
     _vector_table(run, agents, labels)
+    _usage(run, detail)
 
 
 def _vectors(run: dict, agents: pd.DataFrame, ids: tuple[int, ...] | None) -> pd.DataFrame | None:
@@ -132,6 +138,38 @@ def _vector_table(run: dict, agents: pd.DataFrame, labels: dict[int, str]) -> No
     weights = (q("get_run", run, run["run_id"]) or {}).get("config", {}).get("reward_weights") or {"payoff": 1}
     st.caption("The reward is " + " + ".join(f"{w:g} × {c}" for c, w in weights.items())
                + " per tick, then the reward mode; the other components are recorded beside it (docs/learning.md).")
+
+
+def _usage(run: dict, detail: dict) -> None:
+    """LLM calls, tokens, latency, fallbacks and cost per group and model (analysis.model_usage)."""
+    usage = q("llm_usage", run, (run["run_id"],))
+    if not usage:
+        return
+    rows = pd.DataFrame(usage_rows(usage, detail.get("spec") or {"scenario": run["scenario"]}))
+    st.subheader("LLM usage by group and model")
+    cost = None if rows["cost"].isna().any() else float(rows["cost"].sum())
+    st.caption("Cost from the price table (analysis/prices.yaml, or $SOCIETAS_PRICES): "
+               + (f"{cost:.4g}" if cost is not None else "a model has no price") + "; cache hits cost nothing.")
+    st.dataframe(rows.drop(columns=["model_id"]), hide_index=True, width="stretch")
+
+
+def _studies(run: dict, table: pd.DataFrame) -> None:
+    """The interviews and surveys of this run: each question with its answers, newest first."""
+    asked = int((table["parent_id"] == run["run_id"]).sum()) if "parent_id" in table else 0
+    found = q("studies", {"run_id": run["run_id"], "ticks": asked, "status": "studies"}, run["run_id"])
+    if not found:
+        st.info(f"No interview or survey of this run yet: `societas interview {run['run_id']} \"QUESTION\" --agent ID` "
+                f"or `societas survey {run['run_id']} \"QUESTION\" --likert` asks its LLM agents from their state at a tick.")
+        return
+    for study in found:
+        with st.expander(f"{study['kind']} at tick {study['tick']}: {study['question'][:80]}", expanded=study is found[0]):
+            st.text(study["question"])  # (plain text: a question is not markdown)
+            answers = pd.DataFrame(study["answers"])
+            shown = [c for c in ("agent_id", "group", "model", "answer", "score", "fallback", "cached") if c in answers]
+            st.dataframe(answers[shown], hide_index=True, width="stretch")
+            if study["counts"]:
+                st.bar_chart(pd.Series(study["counts"], name="answers"), horizontal=True)
+            st.caption(f"stored as run {study['study_id']}")
 
 
 def _one(run: dict, agents: pd.DataFrame) -> None:

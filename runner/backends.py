@@ -11,16 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Optional
 
+from pydantic import ValidationError
+
 from agents.llm.base import LLM
 from agents.llm.factory import make_llm_backend
 from agents.llm.factory import preflight as llm_preflight
 from agents.sandbox.backend import CodeBackend
 from agents.sandbox.levels import require as sandbox_level
 from agents.scripted import ScriptedBackend
+from runner.config import bind
 from sim.contracts.backend import Backend, ReplayMode
-from sim.core.spec import RunSpec
+from sim.core.errors import UsageError
+from sim.core.spec import LLMSpec, RunSpec, group_llm
 from sim.store.store import Store
 from sim.tick.model import SocietyModel
+from sim.tick.models import RUN_LLM, model_backends, model_holders
 
 
 def make_backends(spec: RunSpec, cls: type[SocietyModel], store: Store, *, replay: Optional[ReplayMode] = None,
@@ -32,8 +37,29 @@ def make_backends(spec: RunSpec, cls: type[SocietyModel], store: Store, *, repla
     if "synthesis" in spec.policies():
         backends["synthesis"] = CodeBackend(isolation=sandbox_level(spec.config.get("sandbox")))
     if spec.uses_llm:
-        backends["llm"] = make_llm_backend(spec, store, replay=replay, llm_factory=llm_factory)
+        backends[RUN_LLM] = make_llm_backend(spec, store, replay=replay, llm_factory=llm_factory)
+        for name, llm in group_models(spec).items():  # (a shared model actor serves the run's llm only)
+            backends[name] = make_llm_backend(spec, store, replay=replay, llm=llm, name=name)
     return backends
+
+
+def group_models(spec: RunSpec) -> dict[str, LLMSpec]:
+    """`llm:K` -> the LLM its agents play, for each model a population group (or a market side) has of its own
+    (sim.tick.models): the group's block over the run's `llm`. UsageError naming the block when it is bad."""
+    config = bind(spec).settings
+    out: dict[str, LLMSpec] = {}
+    for name, block in model_backends(config).items():
+        try:
+            out[name] = group_llm(spec.llm, block)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise UsageError(f"bad llm block {block}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    return out
+
+
+def run_models(spec: RunSpec) -> dict[str, LLMSpec]:
+    """Every backend of the run that an LLM answers, with its LLM: `llm` (the run's), then each group's own."""
+    return {RUN_LLM: spec.llm, **group_models(spec)} if spec.uses_llm else {}
 
 
 def preflight(spec: RunSpec) -> None:
@@ -42,4 +68,16 @@ def preflight(spec: RunSpec) -> None:
     if "synthesis" in spec.policies():
         sandbox_level(spec.config.get("sandbox"))
     if spec.uses_llm:
-        llm_preflight(spec)
+        for name, llm in run_models(spec).items():
+            try:
+                llm_preflight(llm)
+            except UsageError as exc:
+                if name == RUN_LLM:
+                    raise
+                raise UsageError(f"the llm block of {_holders(spec, name)}: {exc}") from None
+
+
+
+def _holders(spec: RunSpec, name: str) -> str:
+    """Who plays backend `name`, for messages: "group 2", "customers"..."""
+    return " and ".join(model_holders(bind(spec).settings, spec.policy).get(name, [])) or name

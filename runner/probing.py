@@ -454,7 +454,11 @@ def run_probes(spec: RunSpec, store: Store, *, names: Sequence[str] = (), seeds:
 
 
 def refuse_probe_run(run: Any, verb: str) -> None:
-    """A probe run holds matched decisions, not a world's ticks: UsageError for replay, resume and fork."""
+    """A probe, interview or survey run holds answers, not a world's ticks: UsageError for replay, resume and fork
+    (`societas replay` re-asks an interview or survey from the cache: runner.studies.replay_study)."""
     if getattr(run, "origin", None) == ORIGIN:
         raise UsageError(f"run {run.id} is a validity probe (societas probe): it has no world to {verb}; "
                          f"run the probe again (its LLM answers come from the cache)")
+    if getattr(run, "origin", None) in ("interview", "survey"):
+        raise UsageError(f"run {run.id} is an {run.origin} of run {run.parent_id} at tick {run.branch_tick}: it has no "
+                         f"world to {verb}; ask again (its answers come from the cache), or `societas replay {run.id}`")

@@ -12,6 +12,8 @@ from runner.data import DATA_KEY, changed_data
 from runner.execution import RunFailed, execute
 from runner.plans import FreshRun, Schedule, config_schedule
 from runner.probing import refuse_probe_run
+from runner.studies import ORIGINS as STUDY_ORIGINS
+from runner.studies import replay_study
 from scenarios.registry import get_scenario
 from sim.contracts.backend import Backend, ReplayMode
 from sim.core.records import TickRecord
@@ -34,6 +36,8 @@ def replay_run(store: Store, run_id: str, *, backends: Optional[Mapping[str, Bac
     names (a run made with backends of its own); their LLM answers must come from the cache.
     """
     original = store.get_run(run_id)
+    if original.origin in STUDY_ORIGINS:  # an interview or survey: asked again from the cache, answers compared
+        return replay_study(store, original)
     refuse_probe_run(original, "replay")
     spec = RunSpec.model_validate(original.spec)
     finished = original.status in ("finished", "collapsed")

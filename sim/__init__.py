@@ -3,6 +3,7 @@
 The public Python API (see `societas.api`), importable from here:
 
     from sim import run, probe, load_run, runs, load_sweep, configure, spec, Result, UsageError, RunFailed
+    from sim import interview, survey, survey_sweep
     from sim import register, register_strategy, register_template, PromptTemplate
 
 This package is the engine a scenario stands on, in layers, each importing only those below it:
@@ -19,16 +20,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Result", "configure", "spec", "run", "probe", "load_run", "runs", "load_sweep", "register", "register_strategy",
-           "register_template", "PromptTemplate", "UsageError", "RunFailed"]
+__all__ = ["Result", "configure", "spec", "run", "probe", "load_run", "runs", "load_sweep", "interview", "survey",
+           "survey_sweep", "register", "register_strategy", "register_template", "PromptTemplate", "UsageError", "RunFailed"]
 #: names that a scenario or prompt file uses while it is imported: resolved from where they are defined (the same
 #: objects societas.api gives), so that `@sim.register` in a file loads no runner, pandas or model
 _FROM = {"register": "scenarios.registry", "register_strategy": "scenarios.registry",
          "register_template": "agents.llm.prompts", "PromptTemplate": "agents.llm.prompts"}
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
-    from societas.api import (PromptTemplate, Result, RunFailed, UsageError, configure, load_run, load_sweep, probe,
-                              register, register_strategy, register_template, run, runs, spec)
+    from societas.api import (PromptTemplate, Result, RunFailed, UsageError, configure, interview, load_run, load_sweep,
+                              probe, register, register_strategy, register_template, run, runs, spec, survey,
+                              survey_sweep)
 
 
 def __dir__() -> list[str]:

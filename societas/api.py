@@ -27,6 +27,10 @@ from runner.backends import preflight
 from runner.config import build_spec, validate_config
 from runner.execution import RunFailed, execute
 from runner.probing import DEFAULT_SEEDS, ProbeReport, run_probes
+from runner.studies import DEFAULT_TOKENS, StudyReport, SweepSurvey
+from runner.studies import interview as _interview
+from runner.studies import survey as _survey
+from runner.studies import survey_sweep as _survey_sweep
 from scenarios.registry import get_scenario, register, register_strategy
 from sim.core.errors import UsageError
 from sim.core.spec import RunSpec
@@ -35,7 +39,7 @@ from sim.store.schema import default_url as default_db
 from sim.store.store import Store
 
 __all__ = ["DEFAULT_DB", "Result", "configure", "spec", "run", "probe", "load_run", "runs", "load_sweep", "default_db",
-           "UsageError", "RunFailed",
+           "interview", "survey", "survey_sweep", "UsageError", "RunFailed",
            # what a script or notebook names its own scenarios, strategies and prompts with (`@sim.register`...)
            "register", "register_strategy", "register_template", "PromptTemplate"]
 
@@ -214,3 +218,39 @@ def probe(
         if not isinstance(db, Store):
             store.close()
 
+
+
+def interview(run_id: str, agent: int, question: str, *, tick: Optional[int] = None, db: Union[str, Store, None] = None,
+              choices: Optional[Sequence[str]] = None, likert: bool = False,
+              max_tokens: int = DEFAULT_TOKENS) -> StudyReport:
+    """Ask agent `agent` of stored run `run_id` `question` from its state at `tick` (default: the run's last), through
+    the run's model for that agent (`societas interview`): the run is replayed from its cache up to the tick, exactly,
+    and left unchanged. Stored as a run of origin `interview`; returns the report (`.rows[0]["answer"]`). A scripted
+    agent cannot be interviewed (UsageError)."""
+    store = _open(db, create=False)
+    return _interview(store, store.get_run(run_id).id, agent, question, tick=tick, choices=choices, likert=likert,
+                      max_tokens=max_tokens)
+
+
+def survey(run_id: str, question: str, *, tick: Optional[int] = None, db: Union[str, Store, None] = None,
+           choices: Optional[Sequence[str]] = None, likert: bool = False, group: Optional[str] = None,
+           max_tokens: int = DEFAULT_TOKENS) -> pd.DataFrame:
+    """Ask every LLM agent of stored run `run_id` (or those of `group`) `question` from their state at `tick`, one batch
+    per model (`societas survey`); a Likert or choice answer is constrained like any decision. Stored as a run of
+    origin `survey`; returns the answers, one row per agent (`frame.attrs`: the survey's run id, tick, counts)."""
+    store = _open(db, create=False)
+    report = _survey(store, store.get_run(run_id).id, question, tick=tick, choices=choices, likert=likert, group=group,
+                     max_tokens=max_tokens)
+    frame = pd.DataFrame(report.rows)
+    frame.attrs.update(survey_id=report.run_id, run_id=report.source_id, tick=report.tick, counts=report.counts,
+                       skipped_scripted=report.skipped)
+    return frame
+
+
+def survey_sweep(sweep_id: str, question: str, *, db: Union[str, Store, None] = None,
+                 choices: Optional[Sequence[str]] = None, likert: bool = False, group: Optional[str] = None,
+                 max_tokens: int = DEFAULT_TOKENS) -> SweepSurvey:
+    """Survey every ended run of sweep `sweep_id` at its last tick (`societas survey --sweep`): `.rows`, one per agent
+    asked with its run's condition (the sweep's grid values), and `.cells`, the answers per condition."""
+    return _survey_sweep(_open(db, create=False), sweep_id, question, choices=choices, likert=likert, group=group,
+                         max_tokens=max_tokens)

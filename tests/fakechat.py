@@ -16,7 +16,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 
 class HashChat(BaseChatModel):
-    """Answers `hash(prompt) % 8` as text; `delay` seconds per call; down while `down_file` exists."""
+    """Answers `hash(prompt) % 8` as text with usage (words as tokens); `delay` s per call; down while `down_file` exists."""
 
     delay: float = 0.0
     down_file: str = ""
@@ -31,4 +31,6 @@ class HashChat(BaseChatModel):
         time.sleep(self.delay)
         text = "\n".join(str(m.content) for m in messages)
         digit = hashlib.blake2b(text.encode(), digest_size=4).digest()[0] % 8
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=str(digit)))])
+        words = len(text.split())  # usage as a served model reports it: prompt and answer tokens (here: words)
+        usage = {"input_tokens": words, "output_tokens": 1, "total_tokens": words + 1}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=str(digit), usage_metadata=usage))])

@@ -25,11 +25,17 @@ class LLMBackend(Backend):
     run answered wholly by a cache around this backend never loads a model."""
 
     name = "llm"
+    #: whether the LLM is a server this process waits on (a LangChain chat model): the broker sends such backends'
+    #: batches at once (sim.tick.broker), where a local model's would only compete for the same cores
+    concurrent = False
 
     def __init__(self, model_id: str, sampling: dict[str, Any], *, llm: Optional[LLM] = None,
-                 llm_factory: Optional[Callable[[], LLM]] = None, prompt: Optional[Template] = None) -> None:
+                 llm_factory: Optional[Callable[[], LLM]] = None, prompt: Optional[Template] = None,
+                 name: str = "llm", served: bool = False) -> None:
         if llm is None and llm_factory is None:
             raise ValueError("LLMBackend needs an llm or an llm_factory")
+        self.name = name  # `llm`, or `llm:K` for a population group's model of its own (sim.tick.models)
+        self.concurrent = served
         self._llm = llm
         self._factory = llm_factory
         self.model_id = model_id

@@ -32,6 +32,7 @@ class CachedBackend(Backend):
         self.cache = cache
         self.replay = replay
         self.name = backend.name
+        self.concurrent = backend.concurrent
         self.pending: list[CallRecord] = []
 
     def bind(self, run_id: str, spec: RunSpec) -> None:

@@ -11,6 +11,14 @@
   request falls back to its default (recorded by the backend);
 - when every call of a batch fails with an error (the server is unreachable), it raises
   BackendUnavailable and the run stops, marked failed with the reason.
+
+A served model gets the whole tick at once, so its server's continuous batching sees it: the batch's calls are
+all in flight together, up to `max_concurrency` (set it to the server's parallel slots or more; vLLM and SGLang
+batch hundreds). They go out sorted by their prompt text, so calls that share a beginning (the system message, the
+situation every agent reads) are sent together, and the first call of the batch is sent alone first (`prime`):
+the server computes the shared prefix once and the rest reuse it from its prefix cache (vLLM's automatic prefix
+caching, SGLang's radix cache, llama.cpp's slot cache: `cache_prompt`, asked for in llama.cpp mode). Answers do
+not depend on the order: each call carries its own seed.
 """
 
 from __future__ import annotations
@@ -76,7 +84,7 @@ class ChatLLM:
 
     def __init__(self, chat_model: Any, model_id: str, *, max_concurrency: int = 8, timeout_s: float = 60.0,
                  max_retries: int = 2, backoff_s: float = 0.5, sampling: dict[str, Any] | None = None,
-                 structured: str = "auto") -> None:
+                 structured: str = "auto", prime: bool = True) -> None:
         self.chat_model = chat_model
         self.structured = resolve_mode(structured, chat_model)
         self.model_id = model_id
@@ -85,6 +93,7 @@ class ChatLLM:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.sampling = dict(sampling or {})
+        self.prime = prime  # the batch's first call alone first: the server caches the prefix the others share
         self._limit = _limit(model_id, max_concurrency)
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="societas-llm")
 
@@ -99,10 +108,15 @@ class ChatLLM:
                 raise TimeoutError(f"no answer within {self.timeout_s:g}s") from None
 
     def _batch(self, conversations: list[tuple[list[Any], dict[str, Any]]]) -> list[Any]:
+        """Every call of a batch, all in flight at once (up to `max_concurrency`); with `prime`, the first alone first."""
         from langchain_core.runnables import RunnableLambda
 
         runnable = RunnableLambda(self._invoke)
-        return runnable.batch(conversations, config={"max_concurrency": self.max_concurrency}, return_exceptions=True)
+        config = {"max_concurrency": self.max_concurrency}
+        if self.prime and len(conversations) > 2:
+            first = runnable.batch(conversations[:1], config=config, return_exceptions=True)
+            return first + runnable.batch(conversations[1:], config=config, return_exceptions=True)
+        return runnable.batch(conversations, config=config, return_exceptions=True)
 
     def _kwargs(self, request: DecisionRequest) -> dict[str, Any]:
         """The call's keyword arguments; a request that reasons first is not constrained (the reasoning is free
@@ -125,7 +139,8 @@ class ChatLLM:
         errors: dict[int, str] = {}
         crashed: set[int] = set()
         asked_bare: set[int] = set()  # requests whose conversation now ends with a retry asking for the bare answer
-        todo = list(range(len(requests)))
+        # sorted by prompt text: calls that share their beginning go out together (the server's prefix cache)
+        todo = sorted(range(len(requests)), key=lambda i: [m["content"] for m in convo[i]])
         for attempt in range(self.max_retries + 1):
             if not todo:
                 break

@@ -3,9 +3,10 @@ settings before anything is stored."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from agents.llm.backend import LLMBackend
 from agents.llm.base import LLM
@@ -15,7 +16,7 @@ from agents.llm.local.llm import LocalLLM, local_sampling, model_id_for
 from agents.llm.prompts import get_template
 from sim.contracts.backend import Backend, CallCache, ReplayMode
 from sim.core.errors import UsageError
-from sim.core.spec import RunSpec
+from sim.core.spec import LLMSpec, RunSpec
 
 
 def check_model_path(model: str) -> None:
@@ -48,15 +49,16 @@ ENV_SAMPLING = {"policy": "external"}
 
 
 def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay: Optional[ReplayMode] = None,
-                     llm_factory: Optional[Callable[[], LLM]] = None) -> Backend:
-    """The `llm` backend for `spec.llm`, behind `cache` (the store) when one is given.
+                     llm_factory: Optional[Callable[[], LLM]] = None, llm: Optional[LLMSpec] = None,
+                     name: str = "llm") -> Backend:
+    """The backend `name` for `llm` (default: the run's `spec.llm`), behind `cache` (the store) when one is given.
 
     The model loads lazily (never, if the cache answers everything). A LangChain chat model is built
     at once unless `replay` is given, so that a class that cannot be imported or built is bad input,
     found before the run stores anything. `llm_factory` supplies the LLM instead (e.g. a Ray sweep's
-    shared model actor).
+    shared model actor). A population group with a model of its own gets a backend `llm:K` of its own.
     """
-    llm = spec.llm
+    llm = llm if llm is not None else spec.llm
     prompt = get_template(llm.template, spec.profile)  # the built-in one is that of the run's decision profile
     if llm.provider == "local" and llm.model is not None:
         check_model_path(llm.model)
@@ -69,33 +71,62 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
             raise UsageError(f"the LLM decisions of this run were made by a policy outside, through the environment "
                              f"({model_id}); they can be replayed from the cache, not made again here")
 
-        return CachedBackend(LLMBackend(model_id, ENV_SAMPLING, llm_factory=llm_factory or outside, prompt=prompt),
-                             cache, replay) if cache is not None else LLMBackend(model_id, ENV_SAMPLING,
-                                                                                  llm_factory=llm_factory or outside, prompt=prompt)
+        inner = LLMBackend(model_id, ENV_SAMPLING, llm_factory=llm_factory or outside, prompt=prompt, name=name)
+        return CachedBackend(inner, cache, replay) if cache is not None else inner
     if llm.provider == "local":
         model_id, sampling = model_id_for(llm.model), local_sampling(llm.temperature)
         factory = llm_factory or (lambda: LocalLLM(llm.model, llm.device, llm.dtype, llm.temperature,
                                                    threads=llm.threads, batch_tokens=llm.batch_tokens))
-        backend = LLMBackend(model_id, sampling, llm_factory=factory, prompt=prompt)
+        backend = LLMBackend(model_id, sampling, llm_factory=factory, prompt=prompt, name=name)
     else:
-        model_id = f"langchain:{llm.cls}:" + ",".join(f"{k}={v}" for k, v in sorted(llm.args.items()) if "key" not in k.lower())
+        cls, args = chat_class(llm)
+        model_id = chat_model_id(llm)
         # the constraint changes the answers, so it is part of every cache key
         sampling = {"temperature": llm.temperature, "structured": llm.structured, "parse": "strict"}
 
         def build() -> LLM:
-            chat = load_chat_model(llm.cls or "", dict(llm.args))
+            chat = load_chat_model(cls, args)
             return ChatLLM(chat, model_id, max_concurrency=llm.max_concurrency, timeout_s=llm.timeout_s,
                            max_retries=llm.max_retries, sampling=sampling, structured=llm.structured)
 
         factory = llm_factory or build
         backend = LLMBackend(model_id, sampling, llm=None if replay is not None else factory(), llm_factory=factory,
-                             prompt=prompt)
+                             prompt=prompt, name=name, served=True)
     return backend if cache is None else CachedBackend(backend, cache, replay)
 
 
-def preflight(spec: RunSpec) -> None:
-    """Check the LLM settings of `spec` before anything is written: the model file, the device, the chat class."""
-    llm = spec.llm
+#: the chat class a `served` LLM is asked through: any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama)
+SERVED_CLASS = "langchain_openai:ChatOpenAI"
+
+
+def chat_class(llm: LLMSpec) -> tuple[str, dict[str, Any]]:
+    """The LangChain chat class (`module:Class`) and its arguments for a `langchain` or `served` LLM. A served one's
+    API key comes from $OPENAI_API_KEY (a local server needs none): never from the spec, which is stored."""
+    if llm.provider != "served":
+        return llm.cls or "", dict(llm.args)
+    if not llm.endpoint:
+        raise UsageError("llm.provider is 'served' but no llm.endpoint is given (the server's base URL, e.g. "
+                         "http://127.0.0.1:8000/v1)")
+    if not llm.model:
+        raise UsageError("llm.provider is 'served' but no llm.model is given (the served model's name, as the server's "
+                         "/v1/models lists it)")
+    args = {"base_url": llm.endpoint, "model": llm.model, "api_key": os.environ.get("OPENAI_API_KEY") or "none",
+            "temperature": llm.temperature, "max_retries": 0, "timeout": llm.timeout_s, **dict(llm.args)}
+    return SERVED_CLASS, args
+
+
+def chat_model_id(llm: LLMSpec) -> str:
+    """The model id of a chat model (part of every cache key): its class and arguments, keys left out; a served model
+    is its name at its endpoint."""
+    if llm.provider == "served":
+        return f"served:{llm.model}@{llm.endpoint}"
+    return f"langchain:{llm.cls}:" + ",".join(f"{k}={v}" for k, v in sorted(llm.args.items()) if "key" not in k.lower())
+
+
+def preflight(spec: RunSpec | LLMSpec) -> None:
+    """Check an LLM's settings (a spec's `llm`, or an LLMSpec) before anything is written: the model file, the device,
+    the chat class."""
+    llm = spec.llm if isinstance(spec, RunSpec) else spec
     if llm.provider == "env":
         return
     if llm.provider == "local":
@@ -108,6 +139,7 @@ def preflight(spec: RunSpec) -> None:
             if problem:
                 raise UsageError(f"bad value for 'llm.device': {llm.device!r}: {problem}")
         return
-    if not llm.cls:
+    if llm.provider == "langchain" and not llm.cls:
         raise UsageError("llm.provider is 'langchain' but no chat model class is given (--llm module:Class)")
-    load_chat_model(llm.cls, dict(llm.args))
+    cls, args = chat_class(llm)
+    load_chat_model(cls, args)

@@ -337,8 +337,8 @@ def call_kwargs(space: Space, mode: str, chat_model: Any, seed: int | None = Non
         body = {"response_format": response_format(space)}
     elif mode == "vllm":
         body = vllm_fields(space)
-    elif mode == "llama_cpp":
-        body = {"grammar": gbnf(space)}
+    elif mode == "llama_cpp":  # (cache_prompt: the slot keeps the prompt's KV for the next call that shares it)
+        body = {"grammar": gbnf(space), "cache_prompt": True}
     else:
         raise ValueError(f"unknown structured mode {mode!r}")
     body = {**legacy, **body}

@@ -177,7 +177,7 @@ class DonorModel(SocietyModel):
             params = dict(parent.params)
             for key in ("fraction", "threshold"):
                 params[key] = min(1.0, max(0.0, params[key] + self.random.gauss(0.0, c.mutation))) if c.mutation else params[key]
-            child = Donor(self, parent.policy, parent.strategy or "", parent.persona, params, gen, parent.unique_id, index=k)
+            child = Donor(self, parent.backend, parent.strategy or "", parent.persona, params, gen, parent.unique_id, index=k)
             self.emit("learn.inherit", child.unique_id, parent.unique_id, strategy=parent.strategy,
                       fraction=params["fraction"], threshold=params["threshold"])
         for a in survivors:

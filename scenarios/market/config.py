@@ -5,14 +5,15 @@ what an offer holds and how it is priced)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from scenarios.market import data as mdata
 from scenarios.market import templates as tpl
 from scenarios.market.search import ALGORITHMS
 from scenarios.market.strategies import BUSINESS_STRATEGIES, CUSTOMER_STRATEGIES
+from sim.core.spec import check_llm_block
 from sim.tick.config import ScenarioConfig
 
 CustomerStrategy = Literal[CUSTOMER_STRATEGIES]  # type: ignore[valid-type]
@@ -25,6 +26,7 @@ class MarketConfig(ScenarioConfig):
     """Config of the market; every field can be set with `--set key=value`."""
 
     path_fields: ClassVar[tuple[str, ...]] = ("market", "data_dir")
+    later_fields: ClassVar[tuple[str, ...]] = ("customer_llm", "business_llm")
 
     market: str = Field(
         mdata.SYNTHETIC, description="`synthetic`, a market name under data_dir (e.g. mexican_10_30) or a folder path")
@@ -47,6 +49,11 @@ class MarketConfig(ScenarioConfig):
     latency_max: float = Field(2.0, ge=0.0, le=100.0, description="delays lie in [0, latency_max) ticks")
     llm_side: Literal["both", "customers", "businesses"] = Field(
         "both", description="with --policy llm: which side the LLM plays (the other is scripted)")
+    customer_llm: Optional[dict[str, Any]] = Field(
+        None, description="with --policy llm: the model the customers' assistants play, llm settings over the run's "
+                          "(Magentic's cross-model matrix: one model per side); none: the run's llm")
+    business_llm: Optional[dict[str, Any]] = Field(
+        None, description="with --policy llm: the model the businesses play, llm settings over the run's; none: the run's llm")
     baseline_draws: Optional[int] = Field(None, ge=1, le=100_000, description="seeded draws for the median random-match "
                                           "baselines (default: 20,000, fewer past 2,000 customers, at least 200)")
     customer_view: Literal["values", "request", "magentic"] = Field(
@@ -73,6 +80,18 @@ class MarketConfig(ScenarioConfig):
                               "businesses to quote menu prices; its code does not enforce it)")
     message_tokens: int = Field(24, ge=4, le=512, description="an LLM customer's inquiry: at most this many tokens")
 
+    @field_validator("customer_llm", "business_llm", mode="before")
+    @classmethod
+    def _llm_block(cls, block: Any) -> Any:
+        return None if block is None else check_llm_block(block)
+
+    def llm_blocks(self, policy: str = "llm") -> list[tuple[str, Optional[dict[str, Any]]]]:
+        """The customers' block, then the businesses' (each side the LLM plays: its own model, or the run's)."""
+        if policy != "llm":
+            return []
+        return [(side, block) for side, block in (("customers", self.customer_llm), ("businesses", self.business_llm))
+                if self.llm_side in ("both", side)]
+
     def data_paths(self) -> dict[str, Path]:
         folder = mdata.resolve(self.market, self.data_dir)
         return {} if folder is None else {"market": folder}
@@ -87,6 +106,11 @@ class MarketConfig(ScenarioConfig):
             raise ValueError(f"data_dir {self.data_dir!r} is not a folder")
         folder = mdata.resolve(self.market, self.data_dir)  # unknown names and malformed files fail here
         businesses = self.businesses_n if folder is None else len(mdata.load_market(folder).businesses)
+        for side, field, block in (("customers", "customer_llm", self.customer_llm),
+                                   ("businesses", "business_llm", self.business_llm)):
+            if block is not None and self.llm_side not in ("both", side):
+                raise ValueError(f"{field} sets the model of LLM {side}, and llm_side={self.llm_side} makes them "
+                                 "scripted")
         if self.manipulative_n > businesses:
             raise ValueError(f"manipulative_n ({self.manipulative_n}) is more than the market's {businesses} businesses")
         return self

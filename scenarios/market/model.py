@@ -46,6 +46,7 @@ from sim.core.contracts import Decision, DecisionRequest
 from sim.core.rng import derive_seed
 from sim.core.spaces import Choice, Number, Text
 from sim.tick.model import SocietyModel
+from sim.tick.models import llm_policy
 
 INFLUENCE_METHOD = ("paid a manipulative business that the control ranking "
                     "(cheapest proposal meeting items and amenities) does not pick")
@@ -90,7 +91,9 @@ class MarketModel(SocietyModel):
         self._option_names: dict[int, str] = {}
         llm_customers = self.policy == "llm" and c.llm_side in ("both", "customers")
         llm_businesses = self.policy == "llm" and c.llm_side in ("both", "businesses")
-        self.shoppers = [Shopper(self, cu, "llm" if llm_customers else "scripted", c.customers) for cu in m.customers]
+        customer_policy = llm_policy(c, c.customer_llm) if llm_customers else "scripted"
+        business_policy = llm_policy(c, c.business_llm) if llm_businesses else "scripted"
+        self.shoppers = [Shopper(self, cu, customer_policy, c.customers) for cu in m.customers]
         latencies = self._latencies()
         self.sellers: list[Seller] = []
         manipulated = set(m.manipulated)
@@ -100,7 +103,7 @@ class MarketModel(SocietyModel):
             if strategy == "manipulative":
                 text = f"{text} {tpl.MANIPULATIONS[c.manipulation].substitute(name=b.name)}".strip()
                 manipulated.add(b.id)
-            self.sellers.append(Seller(self, k, b, "llm" if llm_businesses else "scripted", strategy, text, latencies[k]))
+            self.sellers.append(Seller(self, k, b, business_policy, strategy, text, latencies[k]))
         self.manipulated = frozenset(k for k, b in enumerate(m.businesses) if b.id in manipulated)
         self.tracked = self.manipulated | {k for k, b in enumerate(m.businesses) if b.id == m.target}
         self.optimal = measures.optimal_welfare(m, self.index)

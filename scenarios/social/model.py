@@ -276,7 +276,7 @@ class SocialModel(SocietyModel):
             return None
         return DecisionRequest(
             agent_id=agent.unique_id, tick=self.tick, phase="stance", space=STANCE_SPACE, default="neutral",
-            backend=agent.policy, strategy=agent.strategy, context=prompts.stance_context(self, self.wrote[agent.idx]),
+            backend=agent.backend, strategy=agent.strategy, context=prompts.stance_context(self, self.wrote[agent.idx]),
             question=tpl.STANCE_QUESTION, seed=self.seeds.seed_for(self.tick, agent.unique_id, "stance"))
 
     # ----- acting -------------------------------------------------------------------------------------

@@ -9,8 +9,17 @@ import mesa
 from sim.contracts.memory import Memory
 
 
+def split_policy(policy: str) -> tuple[str, str]:
+    """(policy, backend) of an agent built with `policy`: `llm:2` (an LLM agent of a group with a model of its own,
+    sim.tick.models) plays `llm` through backend `llm:2`; any other policy is its own backend."""
+    if policy.startswith("llm:"):
+        return "llm", policy
+    return policy, policy
+
+
 class SocietyAgent(mesa.Agent):
-    """Small on purpose: who decides for it (`policy`, `strategy`), who it is, what it knows."""
+    """Small on purpose: who decides for it (`policy`, `strategy`, and the `backend` its requests go to: its policy,
+    or `llm:K` for an LLM agent whose group has a model of its own), who it is, what it knows."""
 
     def __init__(
         self,
@@ -21,7 +30,7 @@ class SocietyAgent(mesa.Agent):
         memory: Optional[Memory] = None,
     ) -> None:
         super().__init__(model)
-        self.policy = policy
+        self.policy, self.backend = split_policy(policy)
         self.strategy = strategy
         self.persona = persona
         self.memory = memory if memory is not None else Memory()  # (an empty Memory is falsy)

@@ -34,6 +34,9 @@ class Backend(Protocol):
     """Anything that answers a batch of decision requests, in order, one decision per request."""
 
     name: str
+    #: whether its batches wait on a server rather than on this machine's cores (a served model): the broker sends the
+    #: batches of every such backend of a phase at once, so several served models answer in parallel
+    concurrent: bool = False
 
     def decide_batch(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
         """Answer every request, in order."""

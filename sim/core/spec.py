@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, ValidationError, model_serializer
 
 from sim.core.fields import StrictNumbers
 from sim.core.profiles import VERSIONS, DecisionProfile, profile
@@ -28,10 +29,15 @@ class LLMSpec(StrictNumbers):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    provider: Literal["local", "langchain", "env"] = Field(
+    provider: Literal["local", "langchain", "served", "env"] = Field(
         "local", description="local: the embedded (or a local) transformers model; langchain: any LangChain chat model; "
+                             "served: an OpenAI-compatible server at `endpoint` (vLLM, SGLang, llama.cpp, Ollama); "
                              "env: a policy outside, through the PettingZoo environment (sim.env; `model` names its episode)")
-    model: Optional[str] = Field(None, description="local: a model folder or .gguf file (none: the embedded SmolLM2)")
+    model: Optional[str] = Field(None, description="local: a model folder or .gguf file (none: the embedded SmolLM2); "
+                                                   "served: the served model's name")
+    endpoint: Optional[str] = Field(None, min_length=1, max_length=2048, pattern=r"^https?://\S+$",
+                                    description="served: the server's OpenAI-compatible base URL (http://127.0.0.1:8000/v1); "
+                                                "its API key, if any, is read from $OPENAI_API_KEY, never stored")
     cls: Optional[str] = Field(None, description="langchain: the chat model class, module:Class (--llm)")
     args: dict[str, Any] = Field(default_factory=dict, description="langchain: the chat model's constructor arguments (--llm-arg)")
     temperature: float = Field(0.7, ge=0.0, le=5.0, allow_inf_nan=False, description="sampling temperature (0: greedy)")
@@ -52,6 +58,62 @@ class LLMSpec(StrictNumbers):
     # module:NAME / path/to/file.py:NAME to a PromptTemplate (or a function request -> chat messages)
     template: Optional[str] = Field(None, min_length=1, max_length=4096,
                                     description="prompt template: a @register_template name or module:NAME / file.py:NAME")
+
+    @model_serializer(mode="wrap")
+    def _without_new_defaults(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
+        """Fields added after runs were stored are left out while unset (None), so a spec that does not use them
+        dumps, and so hashes (`RunSpec.digest`), as it did before they existed."""
+        data = handler(self)
+        for name in LATER_FIELDS:
+            if data.get(name, 0) is None:
+                del data[name]
+        return data
+
+    def label(self) -> str:
+        """The model in a few words, for tables: `smollm2-135m t=0.2`, `served gpt-4o-mini t=0.7`, `ChatOpenAI ...`."""
+        if self.provider == "local":
+            name = Path(self.model).name if self.model else "embedded SmolLM2"
+        elif self.provider == "served":
+            name = f"served {self.model or '?'} at {self.endpoint}"
+        elif self.provider == "env":
+            name = f"env {self.model or ''}".strip()
+        else:
+            shown = self.args.get("model") or self.args.get("model_name")
+            name = (self.cls or "?").rpartition(":")[2] + (f" {shown}" if shown else "")
+        return f"{name} t={self.temperature:g}"
+
+
+#: LLMSpec fields added after runs were stored: left out of a dump while None (see `_without_new_defaults`)
+LATER_FIELDS = ("endpoint",)
+
+
+def group_llm(run_llm: LLMSpec, block: Mapping[str, Any]) -> LLMSpec:
+    """The LLM a population group with its own `llm` block plays: the block's fields over the run's `llm` (a block
+    naming another provider starts from the defaults instead: a served group of a local run keeps no local path).
+    Raises pydantic's ValidationError for a bad value."""
+    base = run_llm.model_dump(mode="json") if block.get("provider", run_llm.provider) == run_llm.provider else {}
+    return LLMSpec.model_validate({**base, **dict(block)})
+
+
+def check_llm_block(block: Any) -> dict[str, Any]:
+    """A population group's `llm` block checked on its own: a mapping of LLMSpec fields with valid values (those it
+    leaves out come from the run's `llm`). Returns it as given; ValueError with one line naming the field otherwise."""
+    if not isinstance(block, Mapping):
+        raise ValueError(f"must be a mapping of llm settings (e.g. {{temperature: 0.2}} or {{model: path/to/model.gguf}}), "
+                         f"got {str(block)[:60]!r}")
+    if not block:
+        raise ValueError("is empty: give the settings in which this group's model differs from the run's (e.g. "
+                         "{temperature: 0.2}), or leave the block out")
+    unknown = [k for k in block if k not in LLMSpec.model_fields]
+    if unknown:
+        raise ValueError(f"unknown llm field {str(unknown[0])[:40]!r}; valid: {', '.join(LLMSpec.model_fields)}")
+    try:
+        LLMSpec.model_validate(dict(block))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ValueError(f"{where}: {str(err['msg']).removeprefix('Value error, ')[:200]}") from None
+    return dict(block)
 
 
 class RunSpec(BaseModel):

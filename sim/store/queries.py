@@ -617,3 +617,41 @@ def policy_versions(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataF
         data = pd.DataFrame([{"tick": t, **d} for t, d in zip(part["tick"], part["data"])])
         frames.append(data)
     return frames[0], frames[1], frames[2]
+
+
+def llm_usage(engine: Engine, run_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """LLM calls per run, backend and model (`llm` is the run's own model, `llm:K` a group's: sim.tick.models): calls,
+    cache hits, tokens in and out of all calls and of those the model answered (`live_*`: what a price table charges),
+    latency and fallbacks, aggregated in SQL."""
+    c = CALLS.c
+    live = c.cache_hit == False  # noqa: E712
+    query = (select(c.run_id, c.backend, c.model_id, func.count().label("calls"),
+                    func.sum(case((c.cache_hit, 1), else_=0)).label("cache_hits"),
+                    func.sum(c.tokens_in).label("tokens_in"), func.sum(c.tokens_out).label("tokens_out"),
+                    func.sum(case((live, c.tokens_in), else_=0)).label("live_tokens_in"),
+                    func.sum(case((live, c.tokens_out), else_=0)).label("live_tokens_out"),
+                    func.sum(c.latency_s).label("latency_s"), func.sum(case((c.fallback, 1), else_=0)).label("fallbacks"))
+             .where(c.run_id.in_(list(run_ids))).group_by(c.run_id, c.backend, c.model_id)
+             .order_by(c.run_id, c.backend, c.model_id))
+    with engine.connect() as conn:
+        return [{k: (v if v is not None else 0) for k, v in row.items()} for row in conn.execute(query).mappings()]
+
+
+def studies(engine: Engine, run_id: str) -> list[dict[str, Any]]:
+    """The interviews and surveys of a run (runs of origin `interview` / `survey` whose parent it is), newest first:
+    id, kind, tick asked at, question, choices, counts and the answers (from the study's one tick)."""
+    if not has_schema(engine):
+        return []
+    r, t = RUNS.c, TICKS.c
+    query = (select(r.id, r.origin, r.branch_tick, r.created_at, t.state).join(TICKS, t.run_id == r.id)
+             .where(r.parent_id == run_id, r.origin.in_(("interview", "survey"))).order_by(r.created_at.desc()))
+    with engine.connect() as conn:
+        rows = conn.execute(query).mappings().all()
+    out = []
+    for row in rows:
+        state = json_value(row["state"]) or {}
+        out.append({"study_id": row["id"], "kind": row["origin"], "tick": row["branch_tick"],
+                    "created_at": _to_dt(row["created_at"]), "question": state.get("question", ""),
+                    "choices": state.get("choices"), "counts": state.get("counts") or {},
+                    "answers": state.get("answers") or []})
+    return out

@@ -9,6 +9,7 @@ the reason.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Callable, Optional
 
@@ -24,7 +25,8 @@ class DecisionBroker:
     def __init__(self, backends: Mapping[str, Backend]) -> None:
         for name, backend in backends.items():
             if not isinstance(backend, Backend):
-                missing = [m for m in ("name", "decide_batch", "decide_columns", "bind", "drain_calls") if m not in dir(backend)]
+                missing = [m for m in ("name", "concurrent", "decide_batch", "decide_columns", "bind", "drain_calls")
+                           if m not in dir(backend)]
                 raise UsageError(f"backend {name!r} ({type(backend).__name__}) does not implement sim.contracts.backend.Backend "
                                  f"(it lacks {', '.join(missing)}): subclass Backend, which declares the optional hooks")
         self.backends = dict(backends)
@@ -35,35 +37,46 @@ class DecisionBroker:
         for request in requests:
             groups.setdefault(request.backend, []).append(request)
         out: dict[int, Decision] = {}
-        for name, group in groups.items():
-            backend = self.backends.get(name)
-            if backend is None:
-                raise KeyError(f"no backend {name!r}; available: {sorted(self.backends)}")
-            answers = backend.decide_batch(group)
-            if len(answers) != len(group):
-                raise RuntimeError(f"backend {name!r} answered {len(answers)} of {len(group)} requests")
-            for request, decision in zip(group, answers):
+        for name, answers in self._answer(groups).items():
+            for request, decision in zip(groups[name], answers):
                 out[request.agent_id] = self._checked(request, decision)
         return out
 
     def decide_all(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
         """Resolve requests whose agent ids may repeat (a validity probe asks one agent of many models), one
         `decide_batch` call per backend, each answer checked against its space; the decisions in the requests' order."""
-        groups: dict[str, list[int]] = {}
+        positions: dict[str, list[int]] = {}
         for k, request in enumerate(requests):
-            groups.setdefault(request.backend, []).append(k)
+            positions.setdefault(request.backend, []).append(k)
+        groups = {name: [requests[k] for k in at] for name, at in positions.items()}
         out: list[Optional[Decision]] = [None] * len(requests)
-        for name, positions in groups.items():
-            backend = self.backends.get(name)
-            if backend is None:
-                raise KeyError(f"no backend {name!r}; available: {sorted(self.backends)}")
-            group = [requests[k] for k in positions]
-            answers = backend.decide_batch(group)
-            if len(answers) != len(group):
-                raise RuntimeError(f"backend {name!r} answered {len(answers)} of {len(group)} requests")
-            for k, request, decision in zip(positions, group, answers):
+        for name, answers in self._answer(groups).items():
+            for k, request, decision in zip(positions[name], groups[name], answers):
                 out[k] = self._checked(request, decision)
         return out  # type: ignore[return-value]
+
+    def _answer(self, groups: Mapping[str, Sequence[DecisionRequest]]) -> dict[str, list[Decision]]:
+        """Each backend's answers to its group of requests (one `decide_batch` each). Backends that wait on a server
+        (`concurrent`: several served models) are all in flight at once, the others answer meanwhile in this thread;
+        each backend's answers and call log are the same either way."""
+        for name in groups:
+            if name not in self.backends:
+                raise KeyError(f"no backend {name!r}; available: {sorted(self.backends)}")
+        served = [name for name in groups if self.backends[name].concurrent]
+        answers: dict[str, list[Decision]] = {}
+        if len(served) > 1:
+            with ThreadPoolExecutor(max_workers=len(served), thread_name_prefix="societas-backend") as pool:
+                futures = {name: pool.submit(self.backends[name].decide_batch, groups[name]) for name in served}
+                for name in groups:
+                    if name not in futures:
+                        answers[name] = self.backends[name].decide_batch(groups[name])
+                answers.update({name: future.result() for name, future in futures.items()})
+        else:
+            answers = {name: self.backends[name].decide_batch(group) for name, group in groups.items()}
+        for name, group in groups.items():
+            if len(answers[name]) != len(group):
+                raise RuntimeError(f"backend {name!r} answered {len(answers[name])} of {len(group)} requests")
+        return {name: answers[name] for name in groups}
 
     def decide_columns(self, batch: RequestBatch) -> DecisionColumns:
         """Resolve a RequestBatch (one backend's requests that share everything but who decides), in its order.

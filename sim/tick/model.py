@@ -247,8 +247,12 @@ class SocietyModel(mesa.Model):
     def agent_profile(self, agent: Any) -> dict[str, Any]:
         """Who an agent is, stored once per agent (`run_agents`): role, policy, strategy, persona, and any plain
         data a scenario adds (a business's name, a donor's generation). The role is the agent's class by default."""
-        return {"role": type(agent).__name__.lower(), "policy": getattr(agent, "policy", None),
-                "strategy": getattr(agent, "strategy", None), "persona": getattr(agent, "persona", "") or ""}
+        profile = {"role": type(agent).__name__.lower(), "policy": getattr(agent, "policy", None),
+                   "strategy": getattr(agent, "strategy", None), "persona": getattr(agent, "persona", "") or ""}
+        backend = getattr(agent, "backend", None)
+        if backend is not None and backend != profile["policy"]:  # a model of its group's own (sim.tick.models)
+            profile["backend"] = backend
+        return profile
 
     # ----- hooks a scenario fills in: chart hints, from a stored run's config and state ------------------------
     @classmethod
@@ -378,7 +382,7 @@ class SocietyModel(mesa.Model):
         text = agent.policy == "llm"
         return DecisionRequest(
             agent_id=agent.unique_id, tick=self.tick, phase=phase, space=space, default=default,
-            backend=agent.policy, strategy=agent.strategy, observation=observation, context=context,
+            backend=agent.backend, strategy=agent.strategy, observation=observation, context=context,
             question=question, persona=agent.persona, memory=agent.memory.render(question, noun=self.memory_noun) if text else "",
             feedback=describe_feedback(agent.feedback) if text else "",
             seed=self.seeds.seed_for(self.tick, agent.unique_id, phase), own_context=own_context,

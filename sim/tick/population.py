@@ -18,6 +18,7 @@ from sim.core.errors import UsageError
 from sim.core.refs import is_reference, load_strategy
 from sim.core.spec import policies_used
 from sim.tick.config import PopulationGroup, ScenarioConfig
+from sim.tick.models import backend_for
 
 if TYPE_CHECKING:
     from sim.tick.model import SocietyModel
@@ -35,6 +36,8 @@ class Population:
     scenario: str
     #: the scenario's strategies, with those the config names by reference (loaded)
     strategies: Mapping[str, Any] = field(repr=False, compare=False)
+    #: each group's model of its own (its backend `llm:K`, sim.tick.models), None where it plays the run's llm
+    models: tuple[Optional[str], ...] = ()
 
     def roles(self, n: int, default_strategy: str, persona: str = "") -> list[tuple[str, str, str]]:
         """(policy, strategy, persona) for each of the n agents: a group's own, else the run's policy,
@@ -45,11 +48,14 @@ class Population:
         if total != n:
             raise UsageError(f"population counts add up to {total}, but the scenario has {n} agents")
         plan: list[tuple[str, str, str]] = []
-        for g in groups:
+        for k, g in enumerate(groups):
             role = (g.policy or self.policy, g.strategy or default_strategy, g.persona or persona)
             if role[0] == "scripted" and role[1] not in self.strategies:
                 raise UsageError(f"unknown {self.scenario} strategy {role[1]!r} for scripted agents; valid: "
                                  f"{', '.join(sorted(self.strategies)) or 'none (the scenario has no strategies)'}")
+            model = self.models[k] if k < len(self.models) else None
+            if role[0] == "llm" and model is not None:  # the agent splits it: policy llm, backend llm:K
+                role = (model, role[1], role[2])
             plan.extend([role] * g.count)
         return plan
 
@@ -83,7 +89,12 @@ def plan_population(cls: type["SocietyModel"], config: ScenarioConfig, policy: s
                     else policy == "scripted")
         if is_reference(own) or scripted:
             named.append((field_name, own))
-    return Population(tuple(population) if population else None, policy, name, _strategies(cls, named))
+    if any(g.llm is not None and (g.policy or policy) != "llm" for g in population or ()):
+        k = next(i for i, g in enumerate(population or ()) if g.llm is not None and (g.policy or policy) != "llm")
+        raise UsageError(f"bad value for 'population.{k}.llm': a group's llm block sets the model of LLM agents, and this "
+                         f"group plays {policy!r} (give it policy: llm)")
+    models = tuple(backend_for(config, g.llm) if g.llm is not None else None for g in population or ())
+    return Population(tuple(population) if population else None, policy, name, _strategies(cls, named), models)
 
 
 def _strategies(cls: type["SocietyModel"], named: Sequence[tuple[str, Any]]) -> dict[str, Any]:

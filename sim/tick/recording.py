@@ -17,7 +17,7 @@ from sim.core.records import StepColumns
 from sim.reward.components import RewardColumns
 from sim.tick.roster import Roster
 
-_policy = attrgetter("policy")
+_backend = attrgetter("backend")
 
 
 def step_columns(roster: Roster, taken: Sequence[tuple[str, Sequence[Decision]]], payoffs: Mapping[int, float],
@@ -43,7 +43,7 @@ def step_columns(roster: Roster, taken: Sequence[tuple[str, Sequence[Decision]]]
     else:
         paid, got = list(map(payoffs.get, ids, repeat(0.0))), list(map(rewards.get, ids, repeat(0.0)))
     steps = StepColumns(
-        ids, list(map(_policy, agents)), paid, got, [(phase, values_by_agent(decided)) for phase, decided in taken],
+        ids, list(map(_backend, agents)), paid, got, [(phase, values_by_agent(decided)) for phase, decided in taken],
         {aid: "; ".join(reasons) for aid, reasons in fell.items()}, memories,
         None if components is None else components.vectors(ids, id_array),
     )

@@ -2,15 +2,15 @@
 
     running   run, resume, fork, rollouts, probe   reading   list, show, export, replay, scenarios
     sweeping  sweep, sweep-status                  checking  check (the conformance kit)
-    admin     db upgrade
+    asking    interview, survey                    admin     db upgrade
 """
 
-from societas.cli import admin, checking, reading, running, sweeping  # noqa: F401 - each module registers its commands
+from societas.cli import admin, asking, checking, reading, running, sweeping  # noqa: F401 - each module registers its commands
 from societas.cli.app import app, fit_widths, main
 
 #: the order `societas --help` lists the commands in (the store's `db` group comes last)
-ORDER = ("run", "list", "show", "export", "replay", "scenarios", "check", "resume", "fork", "rollouts", "probe", "sweep",
-         "sweep-status", "app")
+ORDER = ("run", "list", "show", "export", "replay", "scenarios", "check", "resume", "fork", "rollouts", "probe", "interview",
+         "survey", "sweep", "sweep-status", "app")
 app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__name__))
 
 __all__ = ["app", "main", "fit_widths"]

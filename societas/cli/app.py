@@ -47,6 +47,8 @@ err = _Console(stderr=True)
 DbOption = typer.Option(None, "--db", help=f"database URL or SQLite file path (default: $SOCIETAS_DB or {DEFAULT_URL}, i.e. runs.db in "
                         "the current directory)")
 JsonOption = typer.Option(False, "--json", help="print JSON on stdout instead of tables")
+PricesOption = typer.Option(None, "--prices", help="the price table of LLM tokens per model (YAML; default: $SOCIETAS_PRICES, "
+                            "else the built-in one: local models cost 0; see analysis/prices.yaml)")
 
 
 def open_store(url: Optional[str], *, create: bool = True) -> Store:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from scenarios.registry import REGISTRY, get_scenario
 from sim.store.urls import default_url
-from societas.cli.app import DbOption, JsonOption, app, fail, fit_widths, fmt, open_store, out, reference_table
+from societas.cli.app import DbOption, JsonOption, PricesOption, app, fail, fit_widths, fmt, open_store, out, reference_table
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers
     from pydantic import BaseModel
@@ -52,19 +52,22 @@ def show(
     sweep_id: Optional[str] = typer.Option(None, "--sweep", help="show a sweep's cells (mean and 95% CI over seeds)"),
     metric: list[str] = typer.Option([], "--metric", help="with --sweep: final metrics to show (repeatable)"),
     compare_parent: bool = typer.Option(False, "--compare-parent", help="a fork beside its parent, tick by tick"),
+    prices: Optional[str] = PricesOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Show a run: spec, status, every final and per-tick metric, fallbacks, LLM usage, a tick's messages.
+    """Show a run: spec, status, every final and per-tick metric, fallbacks, LLM usage per group and model and its
+    cost, a tick's messages.
 
-    With --sweep: a sweep's cells; with --compare-parent: a fork beside its parent.
+    With --sweep: a sweep's cells (with each cell's cost); with --compare-parent: a fork beside its parent.
     """
+    from analysis.model_usage import load_prices
     from analysis.summary import run_summary, tick_messages
 
     if sweep_id is not None:
         if run_id is not None or tick is not None or compare_parent:
             fail("--sweep shows a sweep's cells: give no RUN_ID, --tick or --compare-parent with it")
-        return show_sweep(sweep_id, db, as_json, metric)
+        return show_sweep(sweep_id, db, as_json, metric, prices)
     if metric:
         fail("--metric chooses the metrics of --sweep SWEEP_ID; a run shows every metric")
     if run_id is None:
@@ -79,7 +82,7 @@ def show(
     if tick is not None and not 1 <= tick <= run.ticks:
         fail(f"bad value for '--tick': {tick}; run {run.id} has committed ticks 1..{run.ticks}" if run.ticks
              else f"bad value for '--tick': {tick}; run {run.id} has no committed tick")
-    summary = run_summary(store, run.id)
+    summary = run_summary(store, run.id, load_prices(prices))
     messages = tick_messages(store, summary["run_id"], tick) if tick is not None else None
     if as_json:
         if messages is not None:
@@ -125,6 +128,7 @@ def show(
     if llm["calls"]:
         out.print(f"LLM: {llm['calls']} calls, {llm['cache_hits']} cache hits, tokens in/out {llm['tokens_in']}/{llm['tokens_out']}, "
                   f"latency {llm['latency_s']:.2f}s", soft_wrap=True)
+        usage_table(llm["by_model"], llm["cost"])
         t2 = Table(title="LLM calls by backend / agent")
         for col in ("backend", "agent", "calls", "cache hits", "tokens in", "tokens out", "latency s", "fallbacks"):
             t2.add_column(col, overflow="fold")
@@ -174,14 +178,29 @@ def open_app(
                               "--server.address", address, "--", "--db", url, *flags])
 
 
-def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[str]) -> None:
-    """`show --sweep ID`: one row per cell, mean and 95% CI of final metrics over seeds."""
+def usage_table(rows: list[dict[str, Any]], cost: Optional[float]) -> None:
+    """A run's LLM usage per group and model (`analysis.model_usage`), with what it cost."""
+    table = Table(title="LLM usage by group and model" + (f" (cost {cost:.4g})" if cost is not None else " (cost: a model "
+                                                                                                       "has no price)"))
+    for col in ("backend", "group", "model", "calls", "cache hits", "tokens in", "tokens out", "latency s",
+                "s per call", "fallbacks", "cost"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["backend"], r["group"], r["model"], str(r["calls"]), str(r["cache_hits"]), str(r["tokens_in"]),
+                      str(r["tokens_out"]), f"{r['latency_s']:.2f}", fmt(r["latency_per_call_s"]), str(r["fallbacks"]),
+                      "no price" if r["cost"] is None else f"{r['cost']:.4g}")
+    out.print(table)
+
+
+def show_sweep(sweep_id: str, db: Optional[str], as_json: bool, metrics: list[str], prices: Optional[str] = None) -> None:
+    """`show --sweep ID`: one row per cell, mean and 95% CI of final metrics over seeds (and of each run's cost)."""
+    from analysis.model_usage import load_prices
     from analysis.sweeps import cell_table, sweep_frame
 
     store = open_store(db, create=False)
-    frame, keys = sweep_frame(store, sweep_id)
-    if not metrics and not as_json:  # a readable table: the first metrics (choose others with --metric)
-        metrics = frame.attrs["metrics"][:4]
+    frame, keys = sweep_frame(store, sweep_id, load_prices(prices))
+    if not metrics and not as_json:  # a readable table: the first metrics (choose others with --metric), and the cost
+        metrics = [m for m in frame.attrs["metrics"] if m != "cost"][:4] + (["cost"] if "cost" in frame.columns else [])
     cells = cell_table(frame, keys, metrics or None)
     if as_json:
         print(cells.to_json(orient="records"))
@@ -236,12 +255,15 @@ def export(
     format: str = typer.Option("csv", "--format", help="csv, parquet, or trajectories (one row per LLM decision for training)"),
     out_dir: Path = typer.Option(..., "--out", help="directory to write the tables into"),
     gamma: float = typer.Option(1.0, "--gamma", help="trajectories: the discount of return_to_go (0..1)"),
+    prices: Optional[str] = PricesOption,
     db: Optional[str] = DbOption,
 ) -> None:
-    """Export a run's tables (runs, ticks, agent_steps, events, llm_calls) as CSV or Parquet, or its trajectories:
+    """Export a run's tables (runs, ticks, agent_steps, events, llm_calls, and llm_usage: calls, tokens, latency,
+    fallbacks and cost per group and model) as CSV or Parquet, or its trajectories:
     one row per LLM decision with prompt, completion, token ids, log-probabilities, reward vector, reward and return
     to go (`trajectories.parquet` and `trajectories.jsonl`; columns in docs/learning.md)."""
     from analysis.frames import export_run
+    from analysis.model_usage import load_prices
     from analysis.trajectories import export_trajectories
 
     if format not in ("csv", "parquet", "trajectories"):
@@ -250,7 +272,7 @@ def export(
     if format == "trajectories":
         paths = export_trajectories(store, store.get_run(run_id).id, out_dir, gamma=gamma)
     else:
-        paths = export_run(store, store.get_run(run_id).id, out_dir, format)
+        paths = export_run(store, store.get_run(run_id).id, out_dir, format, prices=load_prices(prices))
     for p in paths:
         out.print(str(p))
 
