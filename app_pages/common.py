@@ -149,8 +149,22 @@ def _runs(url: str) -> pd.DataFrame:
 
 
 def runs() -> pd.DataFrame:
-    """Every stored run (cached for two seconds, so running runs move on)."""
-    return _runs(db_url())
+    """Every stored run (cached for two seconds, so running runs move on), read afresh when the URL names a run the
+    cached table lacks: a link to a run made a moment ago (a fork's "Compare with its parent") opens that run, not the
+    table of two seconds before without it."""
+    url = db_url()
+    table = _runs(url)
+    if not table.empty and _names_unknown_runs(table):
+        _runs.clear(url)
+        table = _runs(url)
+    return table
+
+
+def _names_unknown_runs(table: pd.DataFrame) -> bool:
+    """Whether the URL's `?run=` (an id or its prefix) or Compare's `?runs=` names a run that `table` lacks."""
+    ids = set(table["run_id"].astype(str))
+    named = {*url_list("runs"), *([url_value("run")] if url_value("run") else [])}
+    return any(n not in ids and not any(i.startswith(n) for i in ids) for n in named)
 
 
 #: the modules whose queries pages call through `q`, `eq`, `vq` and `over_usage`
@@ -255,13 +269,15 @@ def url_list(key: str) -> list[str]:
 
 
 def url_tabs(names: list[str], key: str) -> list[Any]:
-    """`st.tabs` whose open tab is in the URL (`?tab=NAME`) and in session_state[key]; only the open one runs."""
-    wanted = url_value("tab")
-    if wanted in names and key not in st.session_state:
+    """`st.tabs` whose open tab is in the URL (`?tab=NAME`) and in session_state[key]; only the open one runs. A `?tab=`
+    this page did not write (a link followed, later in the session too) opens that tab."""
+    wanted, written = url_value("tab"), f"{key}_url"
+    if wanted in names and (key not in st.session_state or wanted != st.session_state.get(written)):
         st.session_state[key] = wanted
     tabs = st.tabs(names, key=key, on_change="rerun")
     current = st.session_state.get(key)
-    set_url("tab", current if current in names and current != names[0] else None)
+    st.session_state[written] = current if current in names and current != names[0] else None
+    set_url("tab", st.session_state[written])
     return tabs
 
 

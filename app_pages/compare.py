@@ -29,6 +29,8 @@ from sim.store import queries
 MAX_OVER_TIME = 400
 PREFERRED = ("efficiency", "equality", "gain", "survival_time", "perolat_efficiency")
 ABLATION_KEYS = ("reward_mode", "lam")
+#: the runs this page last wrote to the URL: a URL naming other runs was followed from a link
+WRITTEN = "compare_url_runs"
 
 
 class View:
@@ -55,16 +57,27 @@ class View:
 
 # ----- choosing runs ---------------------------------------------------------------------------------------------------
 def _pick(table: pd.DataFrame) -> tuple[pd.DataFrame, int, str]:
-    """The chosen runs, how many were offered, and where from; the choice is in the URL (?runs=, ?sweep=)."""
+    """The chosen runs, how many were offered, and where from; the choice is in the URL (?runs=, ?sweep=). A URL whose
+    runs this page did not write (a link followed, on the first view or later in the session: the Run page's "Compare
+    with its parent") chooses those runs, their scenario or sweep with them."""
     ended = table[table["status"] != "running"]
     if ended.empty:
         return ended, 0, ""
-    url_runs = [i for i in url_list("runs") if i in set(ended["run_id"])]
+    linked = bool(url_list("runs")) and url_list("runs") != st.session_state.get(WRITTEN)
+    url_runs = [i for i in url_list("runs") if i in set(ended["run_id"])] if linked else []
+    unknown = [i for i in url_list("runs") if i not in set(ended["run_id"])] if linked else []
+    if unknown:
+        st.warning(f"Not among this store's ended runs, left out: {', '.join(unknown)}.")
     sweeps = sorted(ended["sweep_id"].dropna().unique()) if "sweep_id" in ended else []
     modes = ["by hand"] + (["a sweep"] if sweeps else [])
-    init_state("compare_mode", "a sweep" if url_value("sweep") in sweeps else "by hand")
+    url_mode = "a sweep" if url_value("sweep") in sweeps else "by hand"
+    if url_runs:
+        st.session_state["compare_mode"] = url_mode
+    init_state("compare_mode", url_mode)
     mode = st.radio("Choose runs", modes, horizontal=True, key="compare_mode")
     if mode == "a sweep":
+        if url_runs:
+            st.session_state["compare_sweep"] = url_value("sweep")
         init_state("compare_sweep", url_value("sweep") if url_value("sweep") in sweeps else sweeps[0])
         sweep = st.selectbox("Sweep", sweeps, key="compare_sweep")
         set_url("sweep", sweep)
@@ -73,15 +86,17 @@ def _pick(table: pd.DataFrame) -> tuple[pd.DataFrame, int, str]:
         set_url("sweep", None)
         scenarios = sorted(ended["scenario"].unique())
         from_url = ended.loc[ended["run_id"].isin(url_runs), "scenario"]
-        init_state("compare_scenario", from_url.iloc[0] if len(from_url) else str(ended.iloc[0]["scenario"]))
+        if len(from_url):
+            st.session_state["compare_scenario"] = str(from_url.iloc[0])
+        init_state("compare_scenario", str(ended.iloc[0]["scenario"]))
         if st.session_state["compare_scenario"] not in scenarios:
             st.session_state["compare_scenario"] = scenarios[0]
         scenario = st.selectbox("Scenario", scenarios, key="compare_scenario")
         pool, source = ended[ended["scenario"] == scenario], f"scenario {scenario}"
     ids = pool["run_id"].tolist()
     default = pool.loc[pool["status"] != "failed", "run_id"].tolist() or ids
-    if st.session_state.get("compare_pool") != source:  # first view, or another scenario / sweep: all its runs
-        wanted = [i for i in url_runs if i in ids] if "compare_pool" not in st.session_state else []
+    wanted = [i for i in url_runs if i in ids]
+    if wanted or st.session_state.get("compare_pool") != source:  # a link, first view, another scenario / sweep
         st.session_state["compare_runs"] = wanted or default
         st.session_state["compare_pool"] = source
     else:  # runs deleted meanwhile drop out
@@ -90,7 +105,9 @@ def _pick(table: pd.DataFrame) -> tuple[pd.DataFrame, int, str]:
     status = dict(zip(pool["run_id"], pool["status"]))
     chosen_ids = st.multiselect("Runs", ids, key="compare_runs",
                                 format_func=lambda i: f"{i} · seed {seeds.get(i)} · {status.get(i)}")
-    set_url("runs", None if sorted(chosen_ids) == sorted(default) else chosen_ids)  # (the default needs no list)
+    written = [] if sorted(chosen_ids) == sorted(default) else list(chosen_ids)  # (the default needs no list)
+    set_url("runs", written)
+    st.session_state[WRITTEN] = written
     return pool[pool["run_id"].isin(chosen_ids)], len(ids), source
 
 

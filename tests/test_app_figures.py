@@ -189,6 +189,25 @@ def test_forks_tab_shows_the_forks_of_the_chosen_runs(store, monkeypatch, tmp_pa
     assert drawn == {f"parent {parent}", f"fork {families[parent]}"}
 
 
+def test_a_link_to_a_fork_made_a_moment_ago_opens_its_family(tmp_path, monkeypatch):
+    """A link to Compare's Forks tab for a fork made a moment ago, followed after Compare was open on other runs, draws
+    that fork and its parent: the runs table (cached two seconds) is read afresh for a run it lacks, and the link's
+    runs and tab win over the session's earlier choice (before: the link's runs were dropped, the page stayed on the
+    other scenario's runs, with no forks)."""
+    url = f"sqlite:///{tmp_path / 'moment.db'}"
+    s = Store(url)
+    _run(s, "cleanup", 0, CLEANUP, 4)
+    at = _open(_app(url, monkeypatch), "compare")
+    common = pytest.importorskip("app_pages.common")
+    assert set(common._runs(url)["scenario"]) == {"cleanup"}  # the table as cached now
+    parent = _run(s, "commons", 0, ("fishers=3", "months=4"))
+    fork = fork_run(s, parent, 2, ["reward_mode=cooperative"]).run_id
+    at = _open(at, "compare", runs=fork, tab="Forks")
+    _, data = _chart(at, "parent and forks")
+    assert set(_frame(data, "run")["run"]) == {f"parent {parent}", f"fork {fork}"}
+    assert not at.warning
+
+
 # ----- 4. over time and survival ----------------------------------------------------------------------------------------
 def test_over_time_counts_a_collapsed_run_as_zero_after_its_collapse():
     """GovSim's convention: a collapsed run is 0 after its collapse up to its horizon, so the mean cannot rise when it
