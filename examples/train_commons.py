@@ -17,16 +17,26 @@ function fits without a wrapper as long as this loop):
   gradient); LoRA adapters (rank 8, q/k/v/o) are the only weights trained; the prompt but its last
   token is forwarded once without gradients (its keys and values cached), so gradients flow only
   through the answer tokens.
+- training seeds (`--train-seeds K`, from `--seed`): each trains its own adapters from the embedded model (its own
+  episode seeds and sampling noise) and is evaluated on its own, so a result is read across training seeds.
 - Before and after, the fisher is evaluated *through the platform* (`societas.api.run` with the model
-  directory as `--model`) on held-out seeds: return, survival, gain, with 95% intervals; and the
-  fishery's validity probe (does the catch respond to the stock?) on both.
+  directory as `--model`) on held-out seeds (100,000 on; training episodes' seeds are below) in worlds training
+  never saw (`HELD_OUT_WORLDS`: each changes the lake's stock, capacity or regrowth and the co-players' strategy
+  and count) and in the training world (new seeds only); the same worlds and seeds before and after, so each
+  (world, seed) pairs: the after-minus-before difference of return and catch with a 95% percentile-bootstrap
+  interval, of survival with Newcombe's paired interval (`sim.reward.intervals`), per training seed and pooled
+  (each (world, seed) once, its after the mean over training seeds). The fishery's validity probe (does the catch
+  follow the stock?) runs before and after each training seed with its negative control (a stock-blind fisher:
+  must read "does not respond") and positive control (a fisher taking a tenth of the stock: "responds");
+  `controls_behaved` says whether both did, and the probe's verdict stands only then.
 
-    python examples/train_commons.py            # the default study (~20 minutes on 2 cores)
-    python examples/train_commons.py --small    # a few iterations (the tests)
+    python examples/train_commons.py            # the default study (3 training seeds; hours on 2 busy cores)
+    python examples/train_commons.py --small    # 2 training seeds of 1 iteration (the tests)
 
-Output in --out (default examples/out/train_commons/): `model/` (the merged weights: `--model
-examples/out/train_commons/model`), `history.csv` (per iteration: mean return, loss, catches),
-`evaluation.csv` and `summary.json` (before/after with intervals).
+Output in --out (default examples/out/train_commons/): `models/seed-S/` (the merged weights of training seed S:
+`--model examples/out/train_commons/models/seed-0`), `history.csv` (per training seed and iteration: mean return,
+loss, catches), `evaluation.csv` (one row per model, world and held-out seed) and `summary.json` (the worlds, the
+paired before/after figures per training seed and pooled, the probes with their controls).
 """
 
 from __future__ import annotations
@@ -374,7 +384,9 @@ def main() -> None:
     import pandas as pd
 
     pd.DataFrame(history).to_csv(a.out / "history.csv", index=False)
-    pd.DataFrame(evaluations).to_csv(a.out / "evaluation.csv", index=False)
+    table = pd.DataFrame(evaluations)
+    table["train_seed"] = table["train_seed"].astype("Int64")  # (before: empty, not a float column of NaN and 0.0)
+    table.to_csv(a.out / "evaluation.csv", index=False)
     summary = {
         "iterations": iterations, "group": group, "months": months, "train_seeds": train_seeds,
         "held_out_seeds": held_out, "probe_seeds": a.probe_seeds, "lr": a.lr, "rank": a.rank,

@@ -229,7 +229,8 @@ def test_training_study_small_pairs_held_out_worlds_per_training_seed_and_saves_
     for name in summary["held_out_worlds"]:  # each held-out world differs in its lake and in its co-players
         w = worlds[name]
         assert any(w[k] != train_world[k] for k in lake) and w["co_players"] != train_world["co_players"]
-    assert not set(summary["held_out_seeds"]) & {s * 10_000 + i for s in summary["train_seeds"] for i in range(summary["iterations"])}
+    episode_seeds = {s * 10_000 + i for s in summary["train_seeds"] for i in range(summary["iterations"])}
+    assert not set(summary["held_out_seeds"]) & episode_seeds
     assert len(summary["train_seeds"]) >= 2 and set(summary["per_training_seed"]) == {str(s) for s in summary["train_seeds"]}
     evaluation = list(csv.DictReader((out / "evaluation.csv").open()))
     keys = lambda rows: sorted((r["world"], r["seed"]) for r in rows)  # noqa: E731
