@@ -354,6 +354,8 @@ def main() -> None:
     if a.seed < 0 or (a.seed + n_train) * 10_000 > HELD_OUT_SEED0:  # episode seeds: training seed x 10,000 + iteration
         p.error(f"--seed must be from 0 to {HELD_OUT_SEED0 // 10_000 - n_train} with {n_train} training seeds "
                 "(the training episodes' seeds stay below the held-out ones)")
+    if a.out.exists() and not a.out.is_dir():
+        p.error(f"--out {a.out} is a file, not a folder")
     a.out.mkdir(parents=True, exist_ok=True)
     train_db = Store(f"sqlite:///{(a.out / 'train.db').resolve()}")  # one store each, opened once
     eval_db = Store(f"sqlite:///{(a.out / 'eval.db').resolve()}")
