@@ -427,6 +427,7 @@ def report(summary: dict) -> None:
 
 
 def fmt(ci: list) -> str:
+    """An interval as [lo, hi], or [-] where there is none (one pair)."""
     return "[-]" if ci[0] is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
