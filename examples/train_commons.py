@@ -17,16 +17,26 @@ function fits without a wrapper as long as this loop):
   gradient); LoRA adapters (rank 8, q/k/v/o) are the only weights trained; the prompt but its last
   token is forwarded once without gradients (its keys and values cached), so gradients flow only
   through the answer tokens.
+- training seeds (`--train-seeds K`, from `--seed`): each trains its own adapters from the embedded model (its own
+  episode seeds and sampling noise) and is evaluated on its own, so a result is read across training seeds.
 - Before and after, the fisher is evaluated *through the platform* (`societas.api.run` with the model
-  directory as `--model`) on held-out seeds: return, survival, gain, with 95% intervals; and the
-  fishery's validity probe (does the catch respond to the stock?) on both.
+  directory as `--model`) on held-out seeds (100,000 on; training episodes' seeds are below) in worlds training
+  never saw (`HELD_OUT_WORLDS`: each changes the lake's stock, capacity or regrowth and the co-players' strategy
+  and count) and in the training world (new seeds only); the same worlds and seeds before and after, so each
+  (world, seed) pairs: the after-minus-before difference of return and catch with a 95% percentile-bootstrap
+  interval, of survival with Newcombe's paired interval (`sim.reward.intervals`), per training seed and pooled
+  (each (world, seed) once, its after the mean over training seeds). The fishery's validity probe (does the catch
+  follow the stock?) runs before and after each training seed with its negative control (a stock-blind fisher:
+  must read "does not respond") and positive control (a fisher taking a tenth of the stock: "responds");
+  `controls_behaved` says whether both did, and the probe's verdict stands only then.
 
-    python examples/train_commons.py            # the default study (~20 minutes on 2 cores)
-    python examples/train_commons.py --small    # a few iterations (the tests)
+    python examples/train_commons.py            # the default study (3 training seeds; hours on 2 busy cores)
+    python examples/train_commons.py --small    # 2 training seeds of 1 iteration (the tests)
 
-Output in --out (default examples/out/train_commons/): `model/` (the merged weights: `--model
-examples/out/train_commons/model`), `history.csv` (per iteration: mean return, loss, catches),
-`evaluation.csv` and `summary.json` (before/after with intervals).
+Output in --out (default examples/out/train_commons/): `models/seed-S/` (the merged weights of training seed S:
+`--model examples/out/train_commons/models/seed-0`), `history.csv` (per training seed and iteration: mean return,
+loss, catches), `evaluation.csv` (one row per model, world and held-out seed) and `summary.json` (the worlds, the
+paired before/after figures per training seed and pooled, the probes with their controls).
 """
 
 from __future__ import annotations
@@ -50,15 +60,33 @@ from agents.llm.local.ids import resolve_model  # noqa: E402
 from agents.llm.local.numbers import NumberState  # noqa: E402
 from sim.env import parallel_env  # noqa: E402
 from sim.store.store import Store  # noqa: E402
-from sim.reward.intervals import mean_interval  # noqa: E402
+from sim.reward.intervals import mean_interval, paired_rate_difference  # noqa: E402
 
 TEMPERATURE = 0.7
 FOCAL = "agent_1"
 
 
-def population(months: int) -> dict:
-    return {"months": months, "fishers": 5,
-            "population": [{"count": 1, "policy": "llm"}, {"count": 4, "policy": "scripted", "strategy": "sustainable"}]}
+#: the world training plays: a full lake of 100 tons that doubles, four co-players at the sustainable share
+TRAINING_WORLD = {"capacity": 100.0, "start_fraction": 1.0, "regrowth": 2.0, "co_players": (("sustainable", 4),)}
+#: worlds training never sees: each changes the lake (its stock, capacity or regrowth) and the co-players (their
+#: strategy and count). The focal fisher is agent 1 in every one.
+HELD_OUT_WORLDS = {
+    "scarce_greedy": {"capacity": 100.0, "start_fraction": 0.5, "regrowth": 2.0, "co_players": (("greedy", 4),)},
+    "large_random": {"capacity": 200.0, "start_fraction": 1.0, "regrowth": 2.0, "co_players": (("random", 2),)},
+    "slow_mixed": {"capacity": 100.0, "start_fraction": 1.0, "regrowth": 1.5,
+                   "co_players": (("sustainable", 3), ("greedy", 3))},
+}
+#: the evaluation's worlds: the training world on held-out seeds (new sampling only), then the held-out worlds
+EVAL_WORLDS = {"training": TRAINING_WORLD, **HELD_OUT_WORLDS}
+HELD_OUT_SEED0 = 100_000  # evaluation seeds; training episode seeds are below it
+
+
+def population(months: int, world: dict = TRAINING_WORLD) -> dict:
+    """The fishery's fields for `world`: the focal LLM fisher first (agent 1), then the scripted co-players."""
+    groups = [{"count": 1, "policy": "llm"}] + [{"count": n, "policy": "scripted", "strategy": strategy}
+                                                 for strategy, n in world["co_players"]]
+    return {"months": months, "fishers": sum(g["count"] for g in groups), "population": groups,
+            "capacity": world["capacity"], "start_fraction": world["start_fraction"], "regrowth": world["regrowth"]}
 
 
 def load_policy(rank: int):
@@ -189,65 +217,76 @@ def episodes(sampler: Sampler, tok, seed: int, group: int, months: int, db: str,
     return list(zip(returns, decisions, catches))
 
 
-def evaluate(model_dir: str | None, seeds: list[int], months: int, db: str) -> dict:
-    """The focal fisher played by the platform's engine with `model_dir` (None: the embedded model), per held-out seed."""
+def evaluate(model_dir: str | None, seeds: list[int], months: int, db: Store) -> list[dict]:
+    """The focal fisher played by the platform's engine with `model_dir` (None: the embedded model): one row per
+    evaluation world and held-out seed (the same worlds and seeds for every model, so rows pair)."""
     llm = {"temperature": TEMPERATURE, "dtype": "fp32"} | ({"model": model_dir} if model_dir else {})
     rows = []
-    for s in seeds:
-        r = sim.run("commons", db=db, seed=s, llm=llm, **population(months))
-        steps = r.steps
-        mine = steps[steps.agent_id == 1]
-        rows.append({"seed": s, "return": float(mine.reward.sum()), "survived": r.status == "finished",
-                     "months": r.ticks, "focal_catch": float(mine.payoff.mean())})
-    probe = sim.probe("commons", db=db, probes=["catch_by_stock"], seeds=10, llm=llm)
-    out = {"rows": rows}
+    for name, world in EVAL_WORLDS.items():
+        for s in seeds:
+            r = sim.run("commons", db=db, seed=s, llm=llm, **population(months, world))
+            mine = r.steps[r.steps.agent_id == 1]
+            rows.append({"world": name, "seed": s, "return": float(mine.reward.sum()),
+                         "survived": r.status == "finished", "months": r.ticks, "focal_catch": float(mine.payoff.mean())})
+    return rows
+
+
+def probe(model_dir: str | None, seeds: int, db: Store) -> dict:
+    """The fishery's validity probe (does the catch follow the stock?) with its negative and positive controls."""
+    llm = {"temperature": TEMPERATURE, "dtype": "fp32"} | ({"model": model_dir} if model_dir else {})
+    got = sim.probe("commons", db=db, probes=["catch_by_stock"], seeds=seeds, llm=llm).to_json()["probes"][0]
+    keep = ("levels", "means", "effect", "lo", "hi", "method", "responds", "fallbacks")
+    return {**{k: got[k] for k in keep}, "verdict": got["verdict"],
+            "controls": {name: {k: c[k] for k in ("does", "means", "effect", "lo", "hi", "responds", "ok")}
+                         for name, c in got["controls"].items()},
+            # the probe's reading stands only where the stock-blind control read "does not respond" and the
+            # stock-following one "responds"
+            "controls_behaved": bool(got["valid"])}
+
+
+def interval(values: list[float], rate: bool = False) -> dict:
+    """{"n", "mean", "ci95"}: the platform's 95% interval of a mean (Wilson for a 0/1 rate, percentile bootstrap else)."""
+    ci = mean_interval(values, rate=rate)
+    return {"n": ci["n"], "mean": ci["mean"], "ci95": [ci["lo"], ci["hi"]]}
+
+
+def paired(before: list[dict], after: list[dict], worlds: list[str]) -> dict:
+    """After minus before on the rows of `worlds`, paired by (world, seed): the mean difference with its 95% interval
+    (percentile bootstrap of the mean of the pairs' differences; Newcombe's paired interval for survival)."""
+    b = {(r["world"], r["seed"]): r for r in before if r["world"] in worlds}
+    a = {(r["world"], r["seed"]): r for r in after if r["world"] in worlds}
+    keys = sorted(b.keys() & a.keys())
+    out: dict = {"pairs": len(keys)}
     for key in ("return", "focal_catch"):
-        ci = mean_interval([r[key] for r in rows])
-        out[key] = {"mean": ci["mean"], "ci95": [ci["lo"], ci["hi"]]}
-    ci = mean_interval([float(r["survived"]) for r in rows], rate=True)
-    out["survival"] = {"mean": ci["mean"], "ci95": [ci["lo"], ci["hi"]]}
-    out["probe_catch_by_stock"] = probe.to_json()["probes"]
+        out[key] = {"before": interval([b[k][key] for k in keys]), "after": interval([a[k][key] for k in keys]),
+                    "difference": interval([a[k][key] - b[k][key] for k in keys])}
+    surv = paired_rate_difference([float(b[k]["survived"]) for k in keys], [float(a[k]["survived"]) for k in keys])
+    out["survival"] = {"before": interval([float(b[k]["survived"]) for k in keys], rate=True),
+                       "after": interval([float(a[k]["survived"]) for k in keys], rate=True),
+                       "difference": {"n": surv["n"], "mean": surv["mean"], "ci95": [surv["lo"], surv["hi"]]}}
     return out
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    p.add_argument("--small", action="store_true", help="2 iterations of 4 episodes of 3 months, 3 held-out seeds (the tests)")
-    p.add_argument("--iterations", type=int, default=None, help="policy-gradient steps (default 24; --small 2)")
-    p.add_argument("--group", type=int, default=None, help="episodes per group (default 8; --small 4)")
-    p.add_argument("--months", type=int, default=None, help="months per episode (default 4; --small 3)")
-    p.add_argument("--eval-seeds", type=int, default=None, help="held-out seeds before and after (default 20; --small 3)")
-    p.add_argument("--lr", type=float, default=5e-4, help="AdamW learning rate of the adapters")
-    p.add_argument("--rank", type=int, default=8, help="LoRA rank")
-    p.add_argument("--seed", type=int, default=0, help="seed of the training (episode seeds, sampling noise)")
-    p.add_argument("--out", type=Path, default=HERE / "out" / "train_commons", help="output folder")
-    a = p.parse_args()
-    iterations = a.iterations or (2 if a.small else 24)
-    group, months = a.group or (4 if a.small else 8), a.months or (3 if a.small else 4)
-    n_eval = a.eval_seeds or (3 if a.small else 20)
-    for name, v in (("iterations", iterations), ("group", group), ("months", months), ("eval-seeds", n_eval)):
-        if v < 1 or (name == "group" and v < 2):
-            p.error(f"--{name} must be at least {2 if name == 'group' else 1}")
-    a.out.mkdir(parents=True, exist_ok=True)
-    train_db = Store(f"sqlite:///{(a.out / 'train.db').resolve()}")  # one store each, opened once
-    eval_db = Store(f"sqlite:///{(a.out / 'eval.db').resolve()}")
-    held_out = list(range(100_000, 100_000 + n_eval))  # training seeds are below 100,000
-    torch.manual_seed(a.seed)
-    started = time.time()
+def comparison(before: list[dict], after: list[dict]) -> dict:
+    """The paired before/after figures on the training world (new seeds), on all held-out worlds, and per world."""
+    held = list(HELD_OUT_WORLDS)
+    return {"training_world": paired(before, after, ["training"]), "held_out_worlds": paired(before, after, held),
+            "per_world": {w: paired(before, after, [w]) for w in EVAL_WORLDS}}
 
-    print(f"evaluating the embedded model on {n_eval} held-out seeds ...", file=sys.stderr)
-    before = evaluate(None, held_out, months, eval_db)
 
+def train(seed: int, a: argparse.Namespace, iterations: int, group: int, months: int, db: Store) -> tuple[Path, list]:
+    """LoRA adapters trained from the embedded model with training seed `seed`; (the merged model's folder, history)."""
+    torch.manual_seed(seed)
     model, tok = load_policy(a.rank)
     sampler = Sampler(model, tok)
     params = [q for q in model.parameters() if q.requires_grad]
     opt = torch.optim.AdamW(params, lr=a.lr)
-    gen = torch.Generator().manual_seed(a.seed)
+    gen = torch.Generator().manual_seed(seed)
     history = []
     for it in range(iterations):
         t0 = time.time()
         model.eval()
-        got = episodes(sampler, tok, seed=a.seed * 10_000 + it, group=group, months=months, db=train_db, gen=gen)
+        got = episodes(sampler, tok, seed=seed * 10_000 + it, group=group, months=months, db=db, gen=gen)
         t_play = time.time() - t0
         returns = np.array([r for r, _, _ in got])
         adv = (returns - returns.mean()) / (returns.std() + 1e-8)
@@ -264,14 +303,13 @@ def main() -> None:
             opt.step()
             loss_value = float(loss.detach())
         catches = [c for _, _, cs in got for c in cs]
-        history.append({"iteration": it, "mean_return": float(returns.mean()), "std_return": float(returns.std()),
-                        "mean_catch": float(np.mean(catches)) if catches else 0.0, "loss": loss_value,
-                        "seconds": time.time() - t0, "play_seconds": t_play})
-        print(f"iteration {it + 1}/{iterations}: return {returns.mean():.2f} +- {returns.std():.2f}, "
+        history.append({"train_seed": seed, "iteration": it, "mean_return": float(returns.mean()),
+                        "std_return": float(returns.std()), "mean_catch": float(np.mean(catches)) if catches else 0.0,
+                        "loss": loss_value, "seconds": time.time() - t0, "play_seconds": t_play})
+        print(f"seed {seed} iteration {it + 1}/{iterations}: return {returns.mean():.2f} +- {returns.std():.2f}, "
               f"catch {history[-1]['mean_catch']:.1f}, loss {loss_value:.3f}, {time.time() - t0:.1f}s ({t_play:.1f}s playing)",
               file=sys.stderr)
-
-    model_dir = a.out / "model"
+    model_dir = a.out / "models" / f"seed-{seed}"
     merged = model.merge_and_unload()
     # loaded from the GGUF file (de-quantised to fp32), the model still says it is quantised, and transformers
     # refuses to save it: it is a plain fp32 model now, and is saved as one
@@ -280,23 +318,117 @@ def main() -> None:
         del merged.config.quantization_config
     merged.save_pretrained(model_dir, safe_serialization=True)
     tok.save_pretrained(model_dir)
-    print(f"saved the trained model to {model_dir} (use it with --model {model_dir})", file=sys.stderr)
-    after = evaluate(str(model_dir), held_out, months, eval_db)
+    print(f"saved the model of training seed {seed} to {model_dir} (use it with --model {model_dir})", file=sys.stderr)
+    return model_dir, history
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    p.add_argument("--small", action="store_true",
+                   help="2 training seeds of 1 iteration of 2 episodes of 2 months, 2 held-out seeds per world (the tests)")
+    p.add_argument("--iterations", type=int, default=None, help="policy-gradient steps per training seed (default 24; --small 1)")
+    p.add_argument("--group", type=int, default=None, help="episodes per group (default 8; --small 2)")
+    p.add_argument("--months", type=int, default=None, help="months per episode (default 4; --small 2)")
+    p.add_argument("--eval-seeds", type=int, default=None, help="held-out seeds per evaluation world (default 10; --small 2)")
+    p.add_argument("--train-seeds", type=int, default=None,
+                   help="training seeds, each its own adapters and evaluation (default 3; --small 2)")
+    p.add_argument("--probe-seeds", type=int, default=10, help="seeds of the validity probe (10 to 10,000)")
+    p.add_argument("--lr", type=float, default=5e-4, help="AdamW learning rate of the adapters")
+    p.add_argument("--rank", type=int, default=8, help="LoRA rank")
+    p.add_argument("--seed", type=int, default=0, help="the first training seed (episode seeds, sampling noise)")
+    p.add_argument("--out", type=Path, default=HERE / "out" / "train_commons", help="output folder")
+    a = p.parse_args()
+    def pick(value, small, default):  # (0 is a value, refused below, not a request for the default)
+        return value if value is not None else (small if a.small else default)
+
+    iterations, group, months = pick(a.iterations, 1, 24), pick(a.group, 2, 8), pick(a.months, 2, 4)
+    n_eval, n_train = pick(a.eval_seeds, 2, 10), pick(a.train_seeds, 2, 3)
+    for name, v in (("iterations", iterations), ("group", group), ("months", months), ("eval-seeds", n_eval),
+                    ("train-seeds", n_train)):
+        if v < 1 or (name == "group" and v < 2):
+            p.error(f"--{name} must be at least {2 if name == 'group' else 1}")
+    if not 10 <= a.probe_seeds <= 10_000:
+        p.error("--probe-seeds must be from 10 to 10,000")
+    if iterations > 10_000:
+        p.error("--iterations must be at most 10,000")
+    if a.seed < 0 or (a.seed + n_train) * 10_000 > HELD_OUT_SEED0:  # episode seeds: training seed x 10,000 + iteration
+        p.error(f"--seed must be from 0 to {HELD_OUT_SEED0 // 10_000 - n_train} with {n_train} training seeds "
+                "(the training episodes' seeds stay below the held-out ones)")
+    if a.out.exists() and not a.out.is_dir():
+        p.error(f"--out {a.out} is a file, not a folder")
+    a.out.mkdir(parents=True, exist_ok=True)
+    train_db = Store(f"sqlite:///{(a.out / 'train.db').resolve()}")  # one store each, opened once
+    eval_db = Store(f"sqlite:///{(a.out / 'eval.db').resolve()}")
+    held_out = list(range(HELD_OUT_SEED0, HELD_OUT_SEED0 + n_eval))
+    train_seeds = list(range(a.seed, a.seed + n_train))
+    started = time.time()
+
+    print(f"evaluating the embedded model on {len(EVAL_WORLDS)} worlds x {n_eval} held-out seeds ...", file=sys.stderr)
+    before = evaluate(None, held_out, months, eval_db)
+    probe_before = probe(None, a.probe_seeds, eval_db)
+    history, evaluations, per_seed = [], [{"model": "before", "train_seed": None, **r} for r in before], {}
+    for s in train_seeds:
+        model_dir, h = train(s, a, iterations, group, months, train_db)
+        history += h
+        after = evaluate(str(model_dir), held_out, months, eval_db)
+        evaluations += [{"model": "after", "train_seed": s, **r} for r in after]
+        per_seed[str(s)] = {"model": str(model_dir), "comparison": comparison(before, after),
+                            "probe": probe(str(model_dir), a.probe_seeds, eval_db),
+                            "training_steps_per_minute": iterations / max(1e-9, sum(x["seconds"] for x in h) / 60)}
+    # pooled: each (world, seed) once, its after averaged over the training seeds (the units are the world-seeds;
+    # the training seeds' spread is in `per_training_seed`)
+    mean_after = []
+    for r in before:
+        mine = [e for e in evaluations if e["model"] == "after" and (e["world"], e["seed"]) == (r["world"], r["seed"])]
+        mean_after.append({**r, **{k: float(np.mean([e[k] for e in mine])) for k in ("return", "focal_catch")},
+                           "survived": all(e["survived"] for e in mine)})
 
     import pandas as pd
 
     pd.DataFrame(history).to_csv(a.out / "history.csv", index=False)
-    pd.DataFrame([{"model": "before", **r} for r in before["rows"]] + [{"model": "after", **r} for r in after["rows"]]) \
-        .to_csv(a.out / "evaluation.csv", index=False)
-    summary = {"iterations": iterations, "group": group, "months": months, "held_out_seeds": held_out,
-               "minutes": (time.time() - started) / 60, "training_steps_per_minute":
-                   iterations / max(1e-9, sum(h["seconds"] for h in history) / 60),
-               "before": {k: v for k, v in before.items() if k != "rows"},
-               "after": {k: v for k, v in after.items() if k != "rows"}}
+    table = pd.DataFrame(evaluations)
+    table["train_seed"] = table["train_seed"].astype("Int64")  # (before: empty, not a float column of NaN and 0.0)
+    table.to_csv(a.out / "evaluation.csv", index=False)
+    summary = {
+        "iterations": iterations, "group": group, "months": months, "train_seeds": train_seeds,
+        "held_out_seeds": held_out, "probe_seeds": a.probe_seeds, "lr": a.lr, "rank": a.rank,
+        "training_world": TRAINING_WORLD, "worlds": EVAL_WORLDS, "held_out_worlds": list(HELD_OUT_WORLDS),
+        "minutes": (time.time() - started) / 60,
+        "probe_before": probe_before,
+        "per_training_seed": per_seed,
+        "pooled": {**comparison(before, mean_after),
+                   "note": "after = the mean over the training seeds per (world, seed); survived = survived under every one"},
+    }
     (a.out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    for k in ("return", "focal_catch", "survival"):
-        b, f = summary["before"][k], summary["after"][k]
-        print(f"{k}: before {b['mean']:.2f} {b['ci95']}  after {f['mean']:.2f} {f['ci95']}")
+    report(summary)
+
+
+def report(summary: dict) -> None:
+    """The paired figures on stdout: per training seed and pooled, on the training world and the held-out ones."""
+    def line(label: str, c: dict) -> None:
+        for key in ("return", "focal_catch", "survival"):
+            b, f, d = c[key]["before"], c[key]["after"], c[key]["difference"]
+            print(f"  {label:<28} {key:<12} before {b['mean']:7.2f}  after {f['mean']:7.2f}  "
+                  f"after-before {d['mean']:+7.2f} {fmt(d['ci95'])}  ({c['pairs']} pairs)")
+
+    for s, got in summary["per_training_seed"].items():
+        print(f"training seed {s}:")
+        line("training world (new seeds)", got["comparison"]["training_world"])
+        line("held-out worlds", got["comparison"]["held_out_worlds"])
+        pr = got["probe"]
+        print(f"  probe catch_by_stock: effect {pr['effect']:.2f} {fmt([pr['lo'], pr['hi']])} {pr['verdict']}; "
+              f"controls behaved: {pr['controls_behaved']}")
+    print("pooled over training seeds:")
+    line("training world (new seeds)", summary["pooled"]["training_world"])
+    line("held-out worlds", summary["pooled"]["held_out_worlds"])
+    pr = summary["probe_before"]
+    print(f"probe before: effect {pr['effect']:.2f} {fmt([pr['lo'], pr['hi']])} {pr['verdict']}; "
+          f"controls behaved: {pr['controls_behaved']}")
+
+
+def fmt(ci: list) -> str:
+    """An interval as [lo, hi], or [-] where there is none (one pair)."""
+    return "[-]" if ci[0] is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
 if __name__ == "__main__":

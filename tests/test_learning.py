@@ -3,6 +3,7 @@ trajectories with token log-probabilities, and the training study."""
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 import subprocess
@@ -214,14 +215,45 @@ def test_trajectories_load_with_datasets_and_their_logprobs_recompute(db_url, tm
 
 # ----- the training study ------------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_training_study_small_saves_a_model_that_runs_with_model(tmp_path, db_url):
+def test_training_study_small_pairs_held_out_worlds_per_training_seed_and_saves_models_that_run(tmp_path, db_url):
+    """--small: held-out worlds change the lake and the co-players, before/after pair per (world, seed) for each of
+    several training seeds, the probe carries its controls, and every saved model runs with --model."""
     out = tmp_path / "study"
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "train_commons.py"), "--small", "--out", str(out)],
                           capture_output=True, text=True, timeout=1500, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["iterations"] == 2 and {"return", "survival", "focal_catch"} <= set(summary["after"])
-    run = cli_json("run", "commons", "--policy", "llm", "--ticks", "1", "--model", str(out / "model"), db=db_url)
+    train_world, worlds = summary["training_world"], summary["worlds"]
+    lake = ("capacity", "start_fraction", "regrowth")
+    assert summary["held_out_worlds"] and set(summary["held_out_worlds"]) < set(worlds)
+    for name in summary["held_out_worlds"]:  # each held-out world differs in its lake and in its co-players
+        w = worlds[name]
+        assert any(w[k] != train_world[k] for k in lake) and w["co_players"] != train_world["co_players"]
+    episode_seeds = {s * 10_000 + i for s in summary["train_seeds"] for i in range(summary["iterations"])}
+    assert not set(summary["held_out_seeds"]) & episode_seeds
+    assert len(summary["train_seeds"]) >= 2 and set(summary["per_training_seed"]) == {str(s) for s in summary["train_seeds"]}
+    evaluation = list(csv.DictReader((out / "evaluation.csv").open()))
+    keys = lambda rows: sorted((r["world"], r["seed"]) for r in rows)  # noqa: E731
+    before = [r for r in evaluation if r["model"] == "before"]
+    assert {r["world"] for r in before} == set(worlds)
+    n_held = len(summary["held_out_worlds"]) * len(summary["held_out_seeds"])
+    for s, got in summary["per_training_seed"].items():
+        assert keys([r for r in evaluation if r["train_seed"] == s]) == keys(before)  # the same worlds and seeds
+        c = got["comparison"]
+        assert c["held_out_worlds"]["pairs"] == n_held and c["training_world"]["pairs"] == len(summary["held_out_seeds"])
+        for key in ("return", "focal_catch"):
+            d = c["held_out_worlds"][key]
+            assert d["difference"]["mean"] == pytest.approx(d["after"]["mean"] - d["before"]["mean"], abs=1e-9)
+            lo, hi = d["difference"]["ci95"]
+            assert lo <= d["difference"]["mean"] <= hi
+        probe = got["probe"]
+        assert probe["controls"]["blind"]["responds"] is False and probe["controls"]["follows"]["responds"] is True
+        assert probe["controls_behaved"] is (probe["controls"]["blind"]["ok"] and probe["controls"]["follows"]["ok"])
+        assert Path(got["model"]).is_dir()
+    assert summary["probe_before"]["controls_behaved"] is True
+    assert summary["pooled"]["held_out_worlds"]["pairs"] == n_held
+    model = summary["per_training_seed"][str(summary["train_seeds"][-1])]["model"]
+    run = cli_json("run", "commons", "--policy", "llm", "--ticks", "1", "--model", model, db=db_url)
     assert run["status"] in ("finished", "collapsed")
 
 
