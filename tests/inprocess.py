@@ -8,7 +8,7 @@ process would have, and takes back after it what the process would have taken wi
 - its own file descriptors 0, 1 and 2 (stdin /dev/null, stdout and stderr files read back as text, as
   `subprocess.run(..., capture_output=True, text=True)` reads its pipes), so the processes it starts
   write where its own output goes; the CLI's rich consoles set up anew for them (width, colour, quiet);
-- the working directory, $COLUMNS and the environment, sys.argv, sys.path;
+- the working directory, $COLUMNS and the environment, sys.argv, sys.path (the working directory first);
 - Python's default warning filters and their printing on stderr (not pytest's recording), the root
   logger without pytest's handlers, signal handlers, torch's thread count;
 - what it registered (user scenarios, prompt templates, strategies of classes loaded before it, modules
@@ -147,6 +147,7 @@ def _process_state(cwd: Path, env: dict[str, str | None], args: Sequence[str]) -
         else:
             os.environ[name] = value
     sys.argv = [str(ROOT / "societas" / "cli" / "__main__.py"), *args]
+    sys.path.insert(0, os.getcwd())  # `python -m` puts its working directory first
     importlib.invalidate_caches()  # a new process finds files written since the last import
 
     def refuse_exec(*_: Any) -> None:
