@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,20 +41,20 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """A test marked `alone` runs while no other test runs (its setup, call and teardown); the others run side by side."""
-    with _turn(alone=item.get_closest_marker("alone") is not None):
+    shared = item.config._tmp_path_factory.getbasetemp().parent if WORKER else None  # the run's, rotated by pytest
+    with _turn(alone=item.get_closest_marker("alone") is not None, folder=shared):
         return (yield)
 
 
 @contextmanager
-def _turn(alone: bool) -> Iterator[None]:
-    """Under xdist, a readers-writer lock shared by this run's workers (flock on two files in the temp folder): every
-    test holds it shared, an `alone` test exclusively; a waiting `alone` test holds the gate, so no new test starts
-    meanwhile. Without xdist, nothing to share."""
+def _turn(alone: bool, folder: Path | None) -> Iterator[None]:
+    """Under xdist, a readers-writer lock shared by this run's workers (flock on two files in `folder`, the parent of
+    their temporary folders): every test holds it shared, an `alone` test exclusively; a waiting `alone` test holds the
+    gate, so no new test starts meanwhile. Without xdist, nothing to share."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not WORKER or WORKERS < 2 or not run:
+    if not WORKER or WORKERS < 2 or not run or folder is None:
         yield
         return
-    folder = Path(tempfile.gettempdir())
     with open(folder / f"societas-tests-{run}.gate", "a") as gate, open(folder / f"societas-tests-{run}.lock", "a") as lock:
         fcntl.flock(gate, fcntl.LOCK_EX)
         if not alone:

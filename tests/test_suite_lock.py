@@ -3,10 +3,8 @@ test runs, and no test starts while one marked `alone` waits for its turn."""
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,19 +15,16 @@ WAIT = 0.5  # seconds a blocked turn is given to (wrongly) start
 
 
 @pytest.fixture
-def run_id(monkeypatch) -> Iterator[str]:
-    """A run of its own (its lock files, removed after)."""
-    run = f"locktest{uuid.uuid4().hex}"
-    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", run)
-    yield run
-    for suffix in ("gate", "lock"):
-        (Path(tempfile.gettempdir()) / f"societas-tests-{run}.{suffix}").unlink(missing_ok=True)
+def folder(monkeypatch, tmp_path) -> Path:
+    """A run of its own: its id, and a folder for its lock files."""
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", f"locktest{uuid.uuid4().hex}")
+    return tmp_path
 
 
-def _enter(alone: bool, started: threading.Event, release: threading.Event) -> threading.Thread:
+def _enter(alone: bool, folder: Path, started: threading.Event, release: threading.Event) -> threading.Thread:
     """A thread that takes a turn (as a test of that kind would), says so, and holds it until `release`."""
     def hold() -> None:
-        with suite._turn(alone=alone):
+        with suite._turn(alone=alone, folder=folder):
             started.set()
             release.wait(30)
 
@@ -38,16 +33,16 @@ def _enter(alone: bool, started: threading.Event, release: threading.Event) -> t
     return thread
 
 
-def test_an_alone_test_waits_for_the_running_ones_and_holds_back_new_ones(monkeypatch, run_id):
+def test_an_alone_test_waits_for_the_running_ones_and_holds_back_new_ones(monkeypatch, folder):
     """Two tests run side by side; an `alone` one waits for both, and a test arriving meanwhile waits for it."""
     monkeypatch.setattr(suite, "WORKER", "gw0")
     monkeypatch.setattr(suite, "WORKERS", 2)
     (a, b, c, d), (free_a, free_b, free_c, free_d) = ([threading.Event() for _ in range(4)] for _ in range(2))
-    threads = [_enter(False, a, free_a), _enter(False, b, free_b)]
+    threads = [_enter(False, folder, a, free_a), _enter(False, folder, b, free_b)]
     assert a.wait(10) and b.wait(10)  # side by side
-    threads.append(_enter(True, c, free_c))
+    threads.append(_enter(True, folder, c, free_c))
     assert not c.wait(WAIT)  # the alone test waits for the running ones...
-    threads.append(_enter(False, d, free_d))
+    threads.append(_enter(False, folder, d, free_d))
     assert not d.wait(WAIT)  # ...and a new test waits behind it
     free_a.set()
     assert not c.wait(WAIT)
@@ -61,11 +56,11 @@ def test_an_alone_test_waits_for_the_running_ones_and_holds_back_new_ones(monkey
         assert not thread.is_alive()
 
 
-def test_without_workers_no_turn_is_waited_for(monkeypatch, run_id):
+def test_without_workers_no_turn_is_waited_for(monkeypatch, folder):
     """Outside xdist (or with one worker) an `alone` test and another run at once: there is nothing to share."""
     monkeypatch.setattr(suite, "WORKER", None)
     (a, b), (free_a, free_b) = ([threading.Event() for _ in range(2)] for _ in range(2))
-    threads = [_enter(False, a, free_a), _enter(True, b, free_b)]
+    threads = [_enter(False, folder, a, free_a), _enter(True, folder, b, free_b)]
     assert a.wait(10) and b.wait(10)
     free_a.set()
     free_b.set()
