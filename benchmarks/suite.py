@@ -2,8 +2,8 @@
 run in the test process (tests/inprocess.py) against a new process per call ($SOCIETAS_TEST_CLI=process).
 
 Decides whether `make test` runs under xdist: it pays only if two workers beat one on this machine's cores. Each
-configuration runs once, in the order given, in one session (ratios only mean something within one run); the load
-average before and after each is kept, since the machine is shared.
+configuration runs once, in the order given, in one session (ratios only mean something within one session); the
+load average before and after each is kept, since the machine is shared. Each call adds a session to the JSON file.
 
     python benchmarks/suite.py [--files tests/test_cli.py ...] [--out benchmarks/results/suite.json]
 """
@@ -50,15 +50,18 @@ def run(files: list[str], args: list[str], env: dict[str, str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", nargs="+", default=FILES)
-    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS), help="in this order")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "suite.json")
     a = parser.parse_args()
-    results = {}
+    kept = json.loads(a.out.read_text()) if a.out.exists() else {}
+    sessions = kept.get("sessions", [])
+    session = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "files": a.files, "results": {}}
+    sessions.append(session)
     for name in a.configs:
-        results[name] = run(a.files, *CONFIGS[name])
-        print(name, json.dumps(results[name]), flush=True)
+        session["results"][name] = run(a.files, *CONFIGS[name])
+        print(name, json.dumps(session["results"][name]), flush=True)
         a.out.write_text(json.dumps({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                                     "files": a.files, "results": results}, indent=1) + "\n")
+                                     "sessions": sessions}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

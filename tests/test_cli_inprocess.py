@@ -15,7 +15,11 @@ from pathlib import Path
 import pytest
 
 from scenarios import REGISTRY
-from tests.conftest import cli, cli_process
+from tests.conftest import CLI_IN_PROCESS, cli, cli_process
+
+pytestmark = pytest.mark.skipif(not CLI_IN_PROCESS, reason="SOCIETAS_TEST_CLI=process: `cli` is a new process, nothing "
+                                "runs in this one to compare")
+
 
 def both(*args: str, db: str | None = None, columns: int = 200) -> tuple[subprocess.CompletedProcess, ...]:
     """`societas ARGS` in this process and in a new one."""
