@@ -24,11 +24,14 @@ bootstrap: $(STAMP)
 run: bootstrap
 	$(VENV)/bin/societas run commons --config scenarios/commons/configs/llm.yaml
 
+# the 25 slowest tests are listed at the end; `make test TESTFLAGS="-n 2"` runs on two pytest-xdist workers (tests
+# marked `alone` still run alone), which did not pay on a shared 2-core machine (benchmarks/suite.py, results/suite.json)
+TESTFLAGS ?=
 test: bootstrap
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25 $(TESTFLAGS)
 
 test-fast: bootstrap
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" --durations=25 $(TESTFLAGS)
 
 # the Streamlit app on $$SOCIETAS_DB or runs.db, read-only, on this machine only; `make app DB=URL` opens another
 # store, `make app FLAGS=--allow-write` lets it launch, fork and delete (`societas app --help`)

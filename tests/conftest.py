@@ -1,19 +1,27 @@
-"""Shared fixtures: a throwaway SQLite store per test, and helpers to run the CLI for real."""
+"""Shared fixtures: a throwaway SQLite store per test, and helpers to run the CLI (in this process or in a new one)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from sim.store.store import Store
+from tests import inprocess
 
 ROOT = Path(__file__).resolve().parents[1]
+#: under pytest-xdist (`make test` runs `-n 2`): this worker's name and how many share the machine
+WORKER, WORKERS = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKER:  # torch's threads (read when it is imported, here and in the processes tests start): the cores shared out
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // WORKERS)))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -28,6 +36,35 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test marked `alone` runs while no other test runs (its setup, call and teardown); the others run side by side."""
+    shared = item.config._tmp_path_factory.getbasetemp().parent if WORKER else None  # the run's, rotated by pytest
+    with _turn(alone=item.get_closest_marker("alone") is not None, folder=shared):
+        return (yield)
+
+
+@contextmanager
+def _turn(alone: bool, folder: Path | None) -> Iterator[None]:
+    """Under xdist, a readers-writer lock shared by this run's workers (flock on two files in `folder`, the parent of
+    their temporary folders): every test holds it shared, an `alone` test exclusively; a waiting `alone` test holds the
+    gate, so no new test starts meanwhile. Without xdist, nothing to share."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not WORKER or WORKERS < 2 or not run or folder is None:
+        yield
+        return
+    with open(folder / f"societas-tests-{run}.gate", "a") as gate, open(folder / f"societas-tests-{run}.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @pytest.fixture
@@ -57,8 +94,23 @@ def scripted_model(scenario: str, *, config_file: str | None = None, sets: tuple
                broker=DecisionBroker({"llm": scripted, "scripted": scripted}))
 
 
+#: $SOCIETAS_TEST_CLI=process runs every `cli()` in a new process, as `cli_process` does (to compare the two ways)
+CLI_IN_PROCESS = os.environ.get("SOCIETAS_TEST_CLI", "inprocess") != "process"
+
+
 def cli(*args: str, db: str | None = None, timeout: float = 300, columns: int = 200) -> subprocess.CompletedProcess:
-    """Run `societas ARGS` in a subprocess, exactly as a user would (on a terminal `columns` wide)."""
+    """Run `societas ARGS` as a user would (on a terminal `columns` wide): its exit code, stdout and stderr.
+
+    It runs in this process (tests/inprocess.py: the same output, exit code and effects as a new process, in
+    milliseconds instead of seconds); a test of the process itself (signals, pipes, imports, kill -9, concurrent
+    commands) calls `cli_process`."""
+    if not CLI_IN_PROCESS:
+        return cli_process(*args, db=db, timeout=timeout, columns=columns)
+    return inprocess.run([*args, *(["--db", db] if db else [])], env={"COLUMNS": str(columns)}, cwd=ROOT, timeout=timeout)
+
+
+def cli_process(*args: str, db: str | None = None, timeout: float = 300, columns: int = 200) -> subprocess.CompletedProcess:
+    """Run `societas ARGS` in a new process, exactly as a user would (on a terminal `columns` wide)."""
     cmd = [sys.executable, "-m", "societas.cli", *args]
     if db:
         cmd += ["--db", db]
@@ -67,6 +119,7 @@ def cli(*args: str, db: str | None = None, timeout: float = 300, columns: int = 
 
 
 def cli_json(*args: str, db: str | None = None):
+    """`cli(ARGS --json)`: it must succeed; its parsed JSON."""
     proc = cli(*args, "--json", db=db)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)

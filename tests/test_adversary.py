@@ -147,6 +147,7 @@ def test_sweep_seeds_past_63_bits_are_refused_before_anything_is_written(tmp_pat
     assert not db.exists()
 
 
+@pytest.mark.alone
 def test_a_sweep_is_counted_before_it_is_built(tmp_path):
     """3 fields x 10 values x 100,000 seeds: refused at once, naming the count; --yes raises the limit, not past it."""
     sweep = tmp_path / "s.yaml"
@@ -233,6 +234,7 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("address,says", [("nonsense", "expected ray://host:port"),
                                           ("127.0.0.1:{port}", "cannot reach a Ray cluster")])
 def test_a_ray_cluster_that_cannot_answer_is_refused_before_anything_is_written(tmp_path, address, says):

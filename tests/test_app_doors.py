@@ -23,7 +23,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from runner import launcher  # noqa: E402
-from conftest import cli  # noqa: E402
+from conftest import cli_process  # noqa: E402
 from runner.config import build_spec  # noqa: E402
 from runner.execution import execute  # noqa: E402
 from sim.store.store import Store  # noqa: E402
@@ -164,7 +164,7 @@ def test_another_stores_code_is_not_imported_by_viewing_it(tmp_path, monkeypatch
     elsewhere.mkdir()
     other = f"sqlite:///{elsewhere / 'other.db'}"
     ref, marker = _user_scenario(elsewhere, "foreign")
-    made = cli("run", ref, "--ticks", "2", "--json", db=other)  # (another process: this one never imported it)
+    made = cli_process("run", ref, "--ticks", "2", "--json", db=other)  # (another process: this one never imported it)
     assert made.returncode == 0, made.stderr
     foreign = json.loads(made.stdout)["run_id"]
     marker.unlink()

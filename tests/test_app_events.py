@@ -259,6 +259,7 @@ def test_like_patterns_escape_wildcards_and_match_stored_json():
     assert ev.like_pattern('Say "Hi"', as_json=True) == '%say \\\\"hi\\\\"%'
 
 
+@pytest.mark.alone
 def test_log_queries_are_fast_on_a_big_run(tmp_path):
     """1,000 agents x 50 ticks (50k decisions, 30k events): counts, a page, searches and filters, all quickly."""
     url = f"sqlite:///{tmp_path / 'big.db'}"

@@ -18,7 +18,7 @@ from societas import cli as cli_mod
 from runner.config import build_spec
 from runner.execution import execute
 from sim.store.store import Store
-from tests.conftest import ROOT, cli
+from tests.conftest import ROOT, cli, cli_process
 
 
 def main(capsys, *args: str) -> tuple[int, str, str]:
@@ -47,6 +47,7 @@ def assert_bad(capsys, db_path: Path, *args: str, says: str) -> str:
 
 
 # ----- 3. bad input ---------------------------------------------------------------------------
+@pytest.mark.alone
 def test_yaml_alias_bomb_is_refused_quickly_with_a_short_message(capsys, tmp_path):
     lines = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
     for i, name in enumerate("bcdefghij"):
@@ -236,8 +237,8 @@ def test_after_a_command_the_database_file_alone_holds_every_commit(tmp_path):
     import sqlite3
 
     db = tmp_path / "runs.db"
-    proc = cli("run", "commons", "--policy", "scripted", "--set", "months=7", "--set", "fishers=20", "--json",
-               db=f"sqlite:///{db}")
+    proc = cli_process("run", "commons", "--policy", "scripted", "--set", "months=7", "--set", "fishers=20", "--json",
+                       db=f"sqlite:///{db}")  # what a process leaves when it ends: a real one
     assert proc.returncode == 0, proc.stderr
     run_id = json.loads(proc.stdout)["run_id"]
     wal = tmp_path / "runs.db-wal"
@@ -248,7 +249,7 @@ def test_after_a_command_the_database_file_alone_holds_every_commit(tmp_path):
     assert con.execute("SELECT status, ticks FROM runs WHERE id = ?", (run_id,)).fetchone() == ("finished", 7)
     assert con.execute("SELECT count(*) FROM agent_steps WHERE run_id = ?", (run_id,)).fetchone() == (140,)
     con.close()
-    assert cli("show", run_id, "--json", db=f"sqlite:///{db}").returncode == 0  # a reading command leaves it whole too
+    assert cli_process("show", run_id, "--json", db=f"sqlite:///{db}").returncode == 0  # a reading command leaves it whole too
     assert not wal.exists() or wal.stat().st_size == 0
 
 

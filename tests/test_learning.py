@@ -103,7 +103,7 @@ def test_parallel_api_test_passes_and_a_random_episode_replays(scenario, db_url)
         warnings.simplefilter("error")  # the api test warns where an agent misses a key: that is a failure here
         parallel_api_test(env, num_cycles=5000)
     assert env.result is not None and env.result.status in ("finished", "collapsed")
-    # the last episode is a stored run, replayed exactly in a fresh process (the cache answers the env's decisions)
+    # the last episode is a stored run, replayed exactly by `societas replay` (the cache answers the env's decisions)
     got = cli_json("replay", env.result.run_id, db=db_url)
     assert got["matched"] and got["ticks"] == env.result.ticks
 

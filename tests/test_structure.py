@@ -289,7 +289,8 @@ def test_every_module_imports_on_its_own_in_a_fresh_process():
     script = (
         "import os, sys, importlib\n"
         "for pkg in ('numpy', 'pandas', 'mesa', 'sqlalchemy', 'sqlmodel', 'alembic', 'pydantic', 'networkx', 'typer',\n"
-        "            'rich', 'yaml', 'pyarrow', 'torch', 'langchain_core'):\n"
+        "            'rich', 'yaml', 'pyarrow', 'torch', 'langchain_core', 'scipy.stats', 'sqlite3', 'pettingzoo',\n"
+        "            'gymnasium'):\n"
         "    importlib.import_module(pkg)\n"
         "failed = []\n"
         f"for name in {names!r}:\n"

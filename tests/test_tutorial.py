@@ -1,8 +1,9 @@
 """docs/tutorial.md, executed: its files written to a fresh folder, its commands run as a user would.
 
 Every fenced block with `title="FILE"` is written to FILE; every `societas ...` and `python ...`
-line of a `bash` block runs as a subprocess in that folder (`societas` as `python -m societas.cli`,
-`<RUN_ID>` replaced by the id the run printed); `sh` blocks (the LLM, the app) are not run.
+line of a `bash` block runs in that folder (`societas` as `python -m societas.cli` would, in this
+process: tests/inprocess.py, or as a subprocess with $SOCIETAS_TEST_CLI=process; `python` as a
+subprocess; `<RUN_ID>` replaced by the id the run printed); `sh` blocks (the LLM, the app) are not run.
 Then the stored run is read the way the app reads it (sim.store.queries, the app's scenario lookup).
 """
 
@@ -18,6 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests import inprocess
+from tests.conftest import CLI_IN_PROCESS
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = ROOT / "docs" / "tutorial.md"
@@ -40,6 +44,8 @@ def commands() -> list[str]:
 
 def _sh(folder: Path, line: str, run_id: str) -> subprocess.CompletedProcess:
     args = shlex.split(line.replace("<RUN_ID>", run_id))
+    if args[0] == "societas" and CLI_IN_PROCESS:  # the tutorial's default store: runs.db in the folder
+        return inprocess.run(args[1:], env={"COLUMNS": "200", "SOCIETAS_DB": None}, cwd=folder, timeout=300)
     if args[0] == "societas":
         args = [sys.executable, "-m", "societas.cli", *args[1:]]
     elif args[0] == "python":

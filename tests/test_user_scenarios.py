@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 import sim
-from conftest import cli, cli_json
+from conftest import cli_json, cli_process
 from scenarios import REGISTRY, get_scenario, reference_of, register, register_strategy
 from scenarios.commons import CommonsModel
 from sim.core.errors import UsageError
@@ -99,7 +99,7 @@ def test_a_scenario_file_runs_is_listed_shown_and_replayed_from_the_cli(tmp_path
     res = cli_json("run", ref, "--set", "agents=4", "--set", "strategy=lucky", "--seed", "3", db=db_url)
     assert res["status"] == "finished" and res["ticks"] == 4 and res["scenario"] == ref
     assert 0 <= res["metrics"]["mean_top_bid"] <= 10
-    replay = cli("replay", res["run_id"], "--store", db=db_url)  # another process: the class is loaded from the stored
+    replay = cli_process("replay", res["run_id"], "--store", db=db_url)  # another process: the class is loaded from the stored
     # reference; stored (--store) so that `list` shows it
     assert replay.returncode == 0 and "every tick matched" in replay.stdout
     listed = _json(monkeypatch, capsys, "scenarios", ref)
