@@ -69,9 +69,9 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
             raise UsageError(f"the LLM decisions of this run were made by a policy outside, through the environment "
                              f"({model_id}); they can be replayed from the cache, not made again here")
 
-        return CachedBackend(LLMBackend(model_id, ENV_SAMPLING, llm_factory=llm_factory or outside, prompt=prompt),
-                             cache, replay) if cache is not None else LLMBackend(model_id, ENV_SAMPLING,
-                                                                                  llm_factory=llm_factory or outside, prompt=prompt)
+        env = LLMBackend(model_id, ENV_SAMPLING, llm_factory=llm_factory or outside, prompt=prompt)
+        # a live episode (its LLM given) has a new id: none of its calls can be in the cache, so none is looked up
+        return CachedBackend(env, cache, replay, lookup=llm_factory is None) if cache is not None else env
     if llm.provider == "local":
         model_id, sampling = model_id_for(llm.model), local_sampling(llm.temperature)
         factory = llm_factory or (lambda: LocalLLM(llm.model, llm.device, llm.dtype, llm.temperature,
