@@ -157,7 +157,8 @@ class ChatLLM:
                                     tokens_out=usage.get("output_tokens", 0), attempts=attempts[i], error=errors[i])
                     again.append(i)
                     continue
-                ids, logprobs = served_logprobs(res)
+                # (an answer to a corrected conversation is not the answer to the prompt the trajectory holds)
+                ids, logprobs = served_logprobs(res) if len(convo[i]) == len(messages[i]) else (None, None)
                 out[i] = Answer(value, raw=text, tokens_in=usage.get("input_tokens", 0),
                                 tokens_out=usage.get("output_tokens", 0), attempts=attempts[i],
                                 completion_ids=ids, logprobs=logprobs)
