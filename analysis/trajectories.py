@@ -167,7 +167,7 @@ def trajectory_rows(store: Store, run_id: str, *, gamma: float = 1.0, decisions:
             "tick": s.tick, "phase": s.phase, "agent_id": s.agent_id, "policy": "scripted", "strategy": s.strategy,
             "model_id": None, "weights_sha256": None, "prompt": parse_prompt_text(s.prompt), "prompt_ids": None,
             "completion": answer_text(s.value), "completion_ids": None, "logprobs": None,
-            "action": json.dumps(s.value, sort_keys=True), "fallback": False, "cache_hit": False,
+            "action": json.dumps(s.value, sort_keys=True), "fallback": s.fallback, "cache_hit": False,
         })
     rows.sort(key=lambda r: r["tick"])  # stable: a tick's LLM calls, then its scripted decisions
     for row in rows:

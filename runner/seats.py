@@ -48,6 +48,7 @@ class SeatCall:
     strategy: str
     prompt: str  # the chat messages as the store's one text (agents.llm.backend.prompt_text)
     value: Any
+    fallback: bool  # the stored decision was its request's default (an unknown strategy)
 
 
 class _StrategyLLM:
@@ -96,8 +97,8 @@ def _same(a: Any, b: Any) -> bool:
 
 def scripted_prompts(store: Store, run_id: str) -> list[SeatCall]:
     """Every scripted decision of the stored run, with the prompt an LLM agent in its seat would have been sent, in tick
-    and request order. UsageError (one line) where the run cannot be remade so: a fork or a replay (export its
-    origin), or a scenario whose world changes when a seat is an LLM's (the first difference named)."""
+    and request order. UsageError (one line) where the run cannot be remade so: a fork (export its parent), or a
+    scenario whose world changes when a seat is an LLM's (the first difference named)."""
     run = store.get_run(run_id)
     if run.parent_id is not None and run.origin == "fork":
         raise UsageError(f"run {run.id} is a fork: its scripted decisions' prompts are rendered from runs made from "
@@ -134,7 +135,8 @@ def scripted_prompts(store: Store, run_id: str) -> list[SeatCall]:
         original = steps.get((c.tick, c.agent_id))
         if original is None or c.phase not in (original.action or {}):
             continue  # a phase only an LLM seat has (a reflection): the scripted agent made no such decision
-        out.append(SeatCall(c.tick, c.agent_id, c.phase, llm.strategy_of.get(seat, ""), c.prompt, c.value))
+        out.append(SeatCall(c.tick, c.agent_id, c.phase, llm.strategy_of.get(seat, ""), c.prompt, c.value,
+                            bool(original.fallback)))
     return out
 
 
