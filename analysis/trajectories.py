@@ -43,7 +43,8 @@ from sim.core.spec import RunSpec
 from sim.store.store import Store
 from sim.store.tables import AgentStep, LLMCall
 
-COLUMNS = ("run_id", "scenario", "tick", "phase", "agent_id", "policy", "strategy", "run_seed", "decision_seed", "model_id", "weights_sha256",
+COLUMNS = ("run_id", "scenario", "tick", "phase", "agent_id", "policy", "strategy", "run_seed", "decision_seed", "model_id",
+           "weights_sha256",
            "prompt", "prompt_ids", "completion", "completion_ids", "logprobs", "action", "fallback", "cache_hit",
            "reward", "payoff", "reward_vector", "return_to_go", "done")
 
@@ -158,7 +159,8 @@ def trajectory_rows(store: Store, run_id: str, *, gamma: float = 1.0, decisions:
         rows.append({
             "tick": c.tick, "phase": c.phase, "agent_id": c.agent_id, "policy": "llm", "strategy": None,
             "model_id": c.model_id, "weights_sha256": tools.digest(c.model_id),
-            "prompt": messages, "prompt_ids": prompt_ids(tools.tokenizer(c.model_id), messages) if c.completion_ids is not None else None,
+            "prompt": messages,
+            "prompt_ids": prompt_ids(tools.tokenizer(c.model_id), messages) if c.completion_ids is not None else None,
             "completion": c.answer, "completion_ids": c.completion_ids, "logprobs": c.logprobs,
             "action": json.dumps(c.value, sort_keys=True), "fallback": bool(c.fallback), "cache_hit": bool(c.cache_hit),
         })
@@ -186,7 +188,8 @@ def _schema() -> Any:
     ints, floats = pa.list_(pa.int64()), pa.list_(pa.float64())
     return pa.schema([
         ("run_id", pa.string()), ("scenario", pa.string()), ("tick", pa.int64()), ("phase", pa.string()),
-        ("agent_id", pa.int64()), ("policy", pa.string()), ("strategy", pa.string()), ("run_seed", pa.uint64()), ("decision_seed", pa.uint64()), ("model_id", pa.string()),
+        ("agent_id", pa.int64()), ("policy", pa.string()), ("strategy", pa.string()), ("run_seed", pa.uint64()),
+        ("decision_seed", pa.uint64()), ("model_id", pa.string()),
         ("weights_sha256", pa.string()),
         ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))), ("prompt_ids", ints),
         ("completion", pa.string()), ("completion_ids", ints), ("logprobs", floats), ("action", pa.string()),

@@ -34,6 +34,8 @@ from sim.core.spec import RunSpec
 from sim.store.store import Store
 from sim.store.tables import AgentStep, LLMCall
 
+#: where a refusal sends the user
+_SEE = "docs/learning.md; --decisions llm exports the LLM agents' only"
 #: (tick, agent id, phase)
 Seat = tuple[int, int, str]
 
@@ -148,14 +150,14 @@ def _check_same_world(scenario: str, steps: Mapping[tuple[int, int], Any], remad
         where = f"tick {key[0]}, agent {key[1]}"
         if got is None:
             raise UsageError(f"{scenario}: the run changes when its scripted agents sit as LLM agents (no step at {where}), "
-                             f"so its scripted decisions' prompts cannot be rendered (docs/learning.md; --decisions llm exports the LLM agents' only)")
+                             f"so its scripted decisions' prompts cannot be rendered ({_SEE})")
         if key[1] in scripted:
             for phase, value in (original.action or {}).items():
                 if not _same(value, (got.action or {}).get(phase)):
                     raise UsageError(f"{scenario}: the run changes when its scripted agents sit as LLM agents ({phase} at "
                                      f"{where}: {value!r} stored, {(got.action or {}).get(phase)!r} remade), so its "
-                                     f"scripted decisions' prompts cannot be rendered (docs/learning.md; --decisions llm exports the LLM agents' only)")
+                                     f"scripted decisions' prompts cannot be rendered ({_SEE})")
         if not _same(float(original.reward), float(got.reward)):
             raise UsageError(f"{scenario}: the run changes when its scripted agents sit as LLM agents (reward at {where}: "
                              f"{original.reward!r} stored, {got.reward!r} remade), so its scripted decisions' prompts "
-                             f"cannot be rendered (docs/learning.md; --decisions llm exports the LLM agents' only)")
+                             f"cannot be rendered ({_SEE})")

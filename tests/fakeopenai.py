@@ -49,7 +49,8 @@ class FakeOpenAI:
             choice["logprobs"] = {"content": [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []}
                                               for t, lp in zip(tokens, self.logprobs)]}
         return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model", "fake"),
-                "choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": len(self.answer), "total_tokens": 10 + len(self.answer)}}
+                "choices": [choice],
+                "usage": {"prompt_tokens": 10, "completion_tokens": len(self.answer), "total_tokens": 10 + len(self.answer)}}
 
     def __enter__(self) -> "FakeOpenAI":
         self.thread.start()

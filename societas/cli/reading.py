@@ -242,7 +242,8 @@ def export(
 ) -> None:
     """Export a run's tables (runs, ticks, agent_steps, events, llm_calls) as CSV or Parquet, or its trajectories:
     one row per decision (a scripted one with the prompt an LLM in its seat would have been sent) with prompt,
-    completion, token ids, log-probabilities, reward vector, reward and return to go (`trajectories.parquet` and `trajectories.jsonl`; columns in docs/learning.md)."""
+    completion, token ids, log-probabilities, reward vector, reward and return to go (`trajectories.parquet` and
+    `trajectories.jsonl`; columns in docs/learning.md)."""
     from analysis.frames import export_run
     from analysis.trajectories import export_trajectories
 
