@@ -15,8 +15,9 @@ stocks (`start_fraction`), so that the rows teach how the catch follows the stoc
   probe on it (`sim.probe`, `catch_by_stock`, with its blind and stock-following controls): does the
   trained fisher's catch follow the stock? The embedded model is probed the same way before, for comparison.
 
-    python examples/sft_commons.py            # the default (~10 minutes on 2 cores)
-    python examples/sft_commons.py --small    # a few rows, one epoch (the tests)
+    python examples/sft_commons.py            # the default: 240 rows, 3 epochs (long on a CPU: over 20 minutes
+                                              # on 2 shared cores; --epochs 1 or a GPU for less)
+    python examples/sft_commons.py --small    # 20 rows, one epoch (the tests; ~6 minutes on 2 shared cores)
 
 Output in --out (default examples/out/sft_commons/): `model/`, `trajectories/` (the exported rows),
 `summary.json` (rows, loss, the probe's verdicts and means per stock, before and after).
