@@ -106,8 +106,10 @@ def scripted_prompts(store: Store, run_id: str) -> list[SeatCall]:
         raise UsageError(f"run {run.id} is a fork: its scripted decisions' prompts are rendered from runs made from "
                          f"tick 1; export its parent {run.parent_id}, or run the fork's config as a run of its own")
     spec = RunSpec.model_validate(run.spec)
-    steps = {(r.tick, r.agent_id): r for rows in store.iter_rows(AgentStep, run.id) for r in rows}
-    stored_llm = {(c.tick, c.agent_id, c.phase): c.value for rows in store.iter_rows(LLMCall, run.id) for c in rows}
+    last = run.ticks  # (a run still going commits more meanwhile: its ticks up to this one are exported)
+    steps = {(r.tick, r.agent_id): r for rows in store.iter_rows(AgentStep, run.id) for r in rows if r.tick <= last}
+    stored_llm = {(c.tick, c.agent_id, c.phase): c.value for rows in store.iter_rows(LLMCall, run.id) for c in rows
+                  if c.tick <= last}
     scripted_ids = {aid for (_, aid), r in steps.items() if r.backend == "scripted"}
     if not scripted_ids:
         return []
@@ -120,7 +122,7 @@ def scripted_prompts(store: Store, run_id: str) -> list[SeatCall]:
         scratch = Store(f"sqlite:///{Path(tmp) / 'seats.db'}")
         try:
             try:
-                result = execute(shadow, scratch, backends=backends, stop_after=run.ticks or None)
+                result = execute(shadow, scratch, backends=backends, stop_after=last or None)
             except RunFailed as exc:
                 raise UsageError(f"run {run.id}'s scripted seats cannot be played as LLM seats to render their prompts: "
                                  f"{exc.reason}") from None
