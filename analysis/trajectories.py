@@ -1,4 +1,8 @@
-"""Trajectories for training: one row per LLM decision of a run, with its tokens, log-probabilities and rewards.
+"""Trajectories for training: one row per decision of a run, with its prompt, tokens, log-probabilities and rewards.
+
+An LLM agent's decision is its stored call. A scripted agent's decision comes with the prompt an LLM agent in its
+seat would have been sent (rendered by making the run again with the seat played as an LLM seat that answers by
+its strategy: `runner.seats`); its token fields are null. `decisions="llm"` keeps the LLM agents' rows only.
 
 `societas export RUN --format trajectories --out DIR` writes `trajectories.parquet` and
 `trajectories.jsonl` (the same rows; `datasets.load_dataset("parquet", data_files=...)` loads the
@@ -7,12 +11,13 @@ first). Columns, in the names GRPO/PPO trainers (TRL, OpenRLHF, verl) expect whe
 | column | what |
 | --- | --- |
 | `run_id`, `scenario`, `tick`, `phase`, `agent_id` | which decision |
+| `policy`, `strategy` | who decided: `llm` (strategy null) or `scripted` and its strategy (`sustainable`, ...) |
 | `run_seed`, `decision_seed` | the run's seed and the request's (a pure function of run seed, tick, agent, phase) |
 | `model_id`, `weights_sha256` | the model that answered, and a hash of its weight files (local models; else null) |
 | `prompt` | the chat messages sent: a list of `{role, content}` |
 | `prompt_ids` | the prompt as the local model's token ids (its chat template applied; null for other models) |
-| `completion` | the answer text |
-| `completion_ids`, `logprobs` | the answer as token ids and each token's log-probability under the model (temperature 1, before top-k and constraints; a local model gives them, a served one null; null entries for tokens the model did not sample, e.g. reasoning re-encoded after its cut) |
+| `completion` | the answer text (a scripted decision's: its action as the answer an LLM would write) |
+| `completion_ids`, `logprobs` | the answer as token ids and each token's log-probability under the model (temperature 1, before top-k and constraints; a local model gives them, a served one where its server returns `logprobs`, else null; null entries for tokens the model did not sample, e.g. reasoning re-encoded after its cut; null for scripted decisions) |
 | `action` | the decision taken, as JSON (the request's default when `fallback`) |
 | `fallback`, `cache_hit` | the answer was unusable (the default was taken); the call was answered from the cache |
 | `reward`, `payoff`, `reward_vector` | the agent's reward at this tick (the reward layer's scalar: weights, then mode), its material payoff, and its reward components as JSON |
@@ -31,13 +36,15 @@ from typing import Any, Optional
 
 from agents.llm.backend import parse_prompt_text
 from agents.llm.local.ids import EMBEDDED_ID, ModelNotFound, resolve_model, weights_digest
+from runner.seats import scripted_prompts
 from sim.core.errors import UsageError
 from sim.core.rng import SeedStream
 from sim.core.spec import RunSpec
 from sim.store.store import Store
 from sim.store.tables import AgentStep, LLMCall
 
-COLUMNS = ("run_id", "scenario", "tick", "phase", "agent_id", "run_seed", "decision_seed", "model_id", "weights_sha256",
+COLUMNS = ("run_id", "scenario", "tick", "phase", "agent_id", "policy", "strategy", "run_seed", "decision_seed", "model_id",
+           "weights_sha256",
            "prompt", "prompt_ids", "completion", "completion_ids", "logprobs", "action", "fallback", "cache_hit",
            "reward", "payoff", "reward_vector", "return_to_go", "done")
 
@@ -96,12 +103,12 @@ def prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> Optional[list[
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def _rewards(store: Store, run_id: str, agents: set[int], gamma: float) -> dict[tuple[int, int], dict[str, Any]]:
-    """(tick, agent) -> reward, payoff, vector, return to go and done, for the agents that made LLM decisions."""
+def _rewards(store: Store, run_id: str, agents: Optional[set[int]], gamma: float) -> dict[tuple[int, int], dict[str, Any]]:
+    """(tick, agent) -> reward, payoff, vector, return to go and done, for `agents` (None: all)."""
     by_agent: dict[int, list[Any]] = {}
     for rows in store.iter_rows(AgentStep, run_id):
         for r in rows:
-            if r.agent_id in agents:
+            if agents is None or r.agent_id in agents:
                 by_agent.setdefault(r.agent_id, []).append(r)
     out: dict[tuple[int, int], dict[str, Any]] = {}
     for aid, steps in by_agent.items():
@@ -116,26 +123,60 @@ def _rewards(store: Store, run_id: str, agents: set[int], gamma: float) -> dict[
     return out
 
 
-def trajectory_rows(store: Store, run_id: str, *, gamma: float = 1.0) -> Iterator[dict[str, Any]]:
-    """One row per LLM decision of the run (see the module docstring), in tick and call order."""
+DECISIONS = ("all", "llm")
+
+
+def answer_text(value: Any) -> str:
+    """A decision's value as the answer text an LLM would write for it: a number as digits, an option or a text as
+    itself, a form as JSON."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    return json.dumps(value, sort_keys=True)
+
+
+def trajectory_rows(store: Store, run_id: str, *, gamma: float = 1.0, decisions: str = "all") -> Iterator[dict[str, Any]]:
+    """One row per decision of the run (see the module docstring; `decisions="llm"`: the LLM agents' only), in tick
+    order (a tick's LLM decisions in call order, then its scripted ones in request order). UsageError where the
+    scripted decisions' prompts cannot be rendered (runner.seats)."""
     if not 0.0 <= gamma <= 1.0:
         raise UsageError(f"bad value for '--gamma': {gamma}; a discount from 0 to 1")
+    if decisions not in DECISIONS:
+        raise UsageError(f"bad value for '--decisions': {str(decisions)[:40]!r}; valid: {', '.join(DECISIONS)}")
     run = store.get_run(run_id)
     spec = RunSpec.model_validate(run.spec)
     seeds = SeedStream(spec.seed, spec.profile.rng, tuple(spec.rollout) if spec.rollout else None)
     calls = [c for rows in store.iter_rows(LLMCall, run.id) for c in rows if c.backend == "llm"]
-    rewards = _rewards(store, run.id, {c.agent_id for c in calls}, gamma)
+    seats = scripted_prompts(store, run.id) if decisions == "all" else []
+    rewards = _rewards(store, run.id, None if seats else {c.agent_id for c in calls}, gamma)
     tools = _Tokenizers()
+    rows: list[dict[str, Any]] = []
     for c in calls:
         messages = parse_prompt_text(c.prompt)
-        got = rewards.get((c.tick, c.agent_id), {})
-        yield {
-            "run_id": run.id, "scenario": run.scenario, "tick": c.tick, "phase": c.phase, "agent_id": c.agent_id,
-            "run_seed": spec.seed, "decision_seed": seeds.seed_for(c.tick, c.agent_id, c.phase),
+        rows.append({
+            "tick": c.tick, "phase": c.phase, "agent_id": c.agent_id, "policy": "llm", "strategy": None,
             "model_id": c.model_id, "weights_sha256": tools.digest(c.model_id),
-            "prompt": messages, "prompt_ids": prompt_ids(tools.tokenizer(c.model_id), messages) if c.completion_ids is not None else None,
+            "prompt": messages,
+            "prompt_ids": prompt_ids(tools.tokenizer(c.model_id), messages) if c.completion_ids is not None else None,
             "completion": c.answer, "completion_ids": c.completion_ids, "logprobs": c.logprobs,
             "action": json.dumps(c.value, sort_keys=True), "fallback": bool(c.fallback), "cache_hit": bool(c.cache_hit),
+        })
+    for s in seats:
+        rows.append({
+            "tick": s.tick, "phase": s.phase, "agent_id": s.agent_id, "policy": "scripted", "strategy": s.strategy,
+            "model_id": None, "weights_sha256": None, "prompt": parse_prompt_text(s.prompt), "prompt_ids": None,
+            "completion": answer_text(s.value), "completion_ids": None, "logprobs": None,
+            "action": json.dumps(s.value, sort_keys=True), "fallback": s.fallback, "cache_hit": False,
+        })
+    rows.sort(key=lambda r: r["tick"])  # stable: a tick's LLM calls, then its scripted decisions
+    for row in rows:
+        got = rewards.get((row["tick"], row["agent_id"]), {})
+        yield {
+            "run_id": run.id, "scenario": run.scenario, **row,
+            "run_seed": spec.seed, "decision_seed": seeds.seed_for(row["tick"], row["agent_id"], row["phase"]),
             "reward": got.get("reward"), "payoff": got.get("payoff"), "reward_vector": got.get("reward_vector"),
             "return_to_go": got.get("return_to_go"), "done": got.get("done"),
         }
@@ -147,7 +188,8 @@ def _schema() -> Any:
     ints, floats = pa.list_(pa.int64()), pa.list_(pa.float64())
     return pa.schema([
         ("run_id", pa.string()), ("scenario", pa.string()), ("tick", pa.int64()), ("phase", pa.string()),
-        ("agent_id", pa.int64()), ("run_seed", pa.uint64()), ("decision_seed", pa.uint64()), ("model_id", pa.string()),
+        ("agent_id", pa.int64()), ("policy", pa.string()), ("strategy", pa.string()), ("run_seed", pa.uint64()),
+        ("decision_seed", pa.uint64()), ("model_id", pa.string()),
         ("weights_sha256", pa.string()),
         ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))), ("prompt_ids", ints),
         ("completion", pa.string()), ("completion_ids", ints), ("logprobs", floats), ("action", pa.string()),
@@ -156,7 +198,7 @@ def _schema() -> Any:
     ])
 
 
-def export_trajectories(store: Store, run_id: str, out_dir: Path, *, gamma: float = 1.0) -> list[Path]:
+def export_trajectories(store: Store, run_id: str, out_dir: Path, *, gamma: float = 1.0, decisions: str = "all") -> list[Path]:
     """Write the run's trajectories as `trajectories.parquet` and `trajectories.jsonl` into `out_dir`; the paths."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -164,7 +206,7 @@ def export_trajectories(store: Store, run_id: str, out_dir: Path, *, gamma: floa
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"bad value for '--out': {str(out_dir)!r} is a file, not a folder")
-    rows = list(trajectory_rows(store, run_id, gamma=gamma))
+    rows = [{k: row[k] for k in COLUMNS} for row in trajectory_rows(store, run_id, gamma=gamma, decisions=decisions)]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         parquet, jsonl = out_dir / "trajectories.parquet", out_dir / "trajectories.jsonl"

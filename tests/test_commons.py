@@ -2,8 +2,13 @@
 
 import pytest
 
+from agents.llm.base import Answer
+from runner.backends import make_backends
 from runner.config import build_spec
 from runner.execution import execute
+from scenarios.commons.model import CommonsModel
+from sim.store.store import Store
+from sim.store.tables import AgentStep
 
 
 def run(store, seed=0, **fields):
@@ -210,3 +215,26 @@ def test_a_fisher_that_has_not_joined_gets_no_reward_no_feedback_and_learns_noth
     assert late.unique_id not in model.payoffs() and late.last_reward == 0.0 and late.feedback == {}
     assert all(f.last_reward == 12.0 for f in model.agents if f is not late)  # the cooperative share of those present
     assert model.last_metrics["catch_mean"] == 12.0
+
+
+def test_scripted_fishers_beside_an_llm_one_are_one_batch_with_the_one_by_one_decisions(tmp_path, monkeypatch):
+    """With LLM fishers present the scripted ones decide at harvest as one batch (observe_scripted): every stored step
+    equals that of the same run asked agent by agent."""
+    class SeedLLM:  # catches derived from each request's seed
+        model_id, sampling = "seed", {}
+
+        def answer(self, requests, messages):
+            return [Answer(float(r.seed % 9)) if r.phase == "harvest" else Answer(r.default) for r in requests]
+
+    batches = []
+    real = CommonsModel.observe_scripted
+    monkeypatch.setattr(CommonsModel, "observe_scripted", lambda self, phase: batches.append(phase) or real(self, phase))
+    spec = build_spec("commons", seed=5, sets=["months=6", "fishers=7", "sanctions=true", "population=[{count: 2, policy: llm}, "
+                                               "{count: 2, strategy: greedy}, {count: 3, strategy: random}]"])
+    steps = []
+    for name in ("batched", "one_by_one"):
+        store = Store(f"sqlite:///{tmp_path / name}.db")
+        run = execute(spec, store, backends=make_backends(spec, CommonsModel, store, llm_factory=SeedLLM)).run_id
+        steps.append([(r.tick, r.agent_id, r.action, r.reward, r.backend) for rows in store.iter_rows(AgentStep, run) for r in rows])
+        monkeypatch.setattr(CommonsModel, "observe_scripted", lambda self, phase: None)
+    assert "harvest" in batches and steps[0] == steps[1] and len(steps[0]) > 7

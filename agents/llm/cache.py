@@ -25,12 +25,16 @@ class CacheMiss(RuntimeError):
 
 
 class CachedBackend(Backend):
-    """`backend` behind the cache `cache` (the store); `replay`, while active, allows no call to reach the model."""
+    """`backend` behind the cache `cache` (the store); `replay`, while active, allows no call to reach the model.
+    `lookup=False`: every call is logged for the store but none is looked up, for a backend whose model id no stored
+    call can have (the environment's live episode: its id is new), so that each decision costs no query."""
 
-    def __init__(self, backend: LLMBackend, cache: CallCache, replay: Optional[ReplayMode] = None) -> None:
+    def __init__(self, backend: LLMBackend, cache: CallCache, replay: Optional[ReplayMode] = None, *,
+                 lookup: bool = True) -> None:
         self.backend = backend
         self.cache = cache
         self.replay = replay
+        self.lookup = lookup
         self.name = backend.name
         self.concurrent = backend.concurrent
         self.pending: list[CallRecord] = []
@@ -47,7 +51,7 @@ class CachedBackend(Backend):
         backend = self.backend
         messages = backend.render(requests)
         keys = backend.keys(requests, messages)
-        hits = self.cache.cache_lookup(keys)
+        hits = self.cache.cache_lookup(keys) if self.lookup else {}
         misses = [i for i, k in enumerate(keys) if k not in hits]
         if misses and self.replay is not None and self.replay.active:
             r = requests[misses[0]]

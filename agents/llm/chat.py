@@ -10,7 +10,10 @@
 - an answer that cannot be parsed is retried with a corrective message (bounded), then the
   request falls back to its default (recorded by the backend);
 - when every call of a batch fails with an error (the server is unreachable), it raises
-  BackendUnavailable and the run stops, marked failed with the reason.
+  BackendUnavailable and the run stops, marked failed with the reason;
+- where the server returns the answer's log-probabilities (OpenAI-compatible `logprobs`: ask for them with
+  `--llm-arg logprobs=true` on ChatOpenAI), each answer keeps them, and its token ids where the server gives
+  tokens as ids (vLLM's `return_tokens_as_token_ids`: `token_id:N`), for trajectories (`served_logprobs`).
 
 A served model gets the whole tick at once, so its server's continuous batching sees it: the batch's calls are
 all in flight together, up to `max_concurrency` (set it to the server's parallel slots or more; vLLM and SGLang
@@ -29,7 +32,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, Optional
 
 from agents.llm.base import Answer, Messages
 from agents.llm.parse import parse_strict, reasoned_answer
@@ -169,8 +172,11 @@ class ChatLLM:
                                     tokens_out=usage.get("output_tokens", 0), attempts=attempts[i], error=errors[i])
                     again.append(i)
                     continue
+                # (an answer to a corrected conversation is not the answer to the prompt the trajectory holds)
+                ids, logprobs = served_logprobs(res) if len(convo[i]) == len(messages[i]) else (None, None)
                 out[i] = Answer(value, raw=text, tokens_in=usage.get("input_tokens", 0),
-                                tokens_out=usage.get("output_tokens", 0), attempts=attempts[i])
+                                tokens_out=usage.get("output_tokens", 0), attempts=attempts[i],
+                                completion_ids=ids, logprobs=logprobs)
             todo = again
         if crashed and len(crashed) == len(requests):
             raise BackendUnavailable(f"{self.model_id} unreachable: every call of the batch failed ({errors[min(crashed)]})")
@@ -180,3 +186,25 @@ class ChatLLM:
             elif out[i].error is not None:
                 out[i].attempts = attempts[i]
         return out  # type: ignore[return-value]
+
+
+def served_logprobs(message: Any) -> tuple[Optional[list[int]], Optional[list[Optional[float]]]]:
+    """(token ids, log-probabilities) of a served answer, from its OpenAI-compatible `logprobs`
+    (`response_metadata["logprobs"]["content"]`: one `{token, logprob}` per token), or (None, None) where the server
+    returned none. The ids are given only where every token is an id (`token_id:N`, vLLM's
+    `return_tokens_as_token_ids`): a token's text alone does not say which id the model sampled."""
+    meta = getattr(message, "response_metadata", None) or {}
+    content = (meta.get("logprobs") or {}).get("content") if isinstance(meta.get("logprobs"), dict) else None
+    if not isinstance(content, list) or not content:
+        return None, None
+    logprobs: list[Optional[float]] = []
+    ids: Optional[list[int]] = []
+    for entry in content:
+        lp = entry.get("logprob") if isinstance(entry, dict) else None
+        logprobs.append(float(lp) if isinstance(lp, (int, float)) and not isinstance(lp, bool) else None)
+        token = entry.get("token") if isinstance(entry, dict) else None
+        if ids is not None and isinstance(token, str) and token.startswith("token_id:") and token[9:].isdigit():
+            ids.append(int(token[9:]))
+        else:
+            ids = None
+    return ids, logprobs

@@ -153,6 +153,8 @@ class CommonsModel(SocietyModel):
         # a harvest is one RequestBatch when every fisher is scripted (the engine asks one by one anyway when a
         # subclass makes requests or applies decisions its own way: SocietyModel.__init_subclass__)
         self._scripted = not self._late and all(f.policy == "scripted" for f in self.agents)
+        # beside LLM fishers, the scripted ones still see one lake at harvest: one batch of them (observe_scripted)
+        self._scripted_fishers = tuple(f for f in self.agents if f.policy == "scripted") if not self._late else ()
 
     @property
     def history(self) -> Any:
@@ -224,6 +226,13 @@ class CommonsModel(SocietyModel):
         if phase != "harvest" or not self._scripted:
             return None
         return self.batch_request(self.agents.snapshot(), phase, self._harvest_space(), 0.0, self._obs_base(),
+                                  self._question(phase))
+
+    def observe_scripted(self, phase: str) -> Optional[RequestBatch]:
+        """At harvest beside LLM fishers: the scripted fishers in one batch (the LLM ones are asked one by one)."""
+        if phase != "harvest" or self._scripted or not self._scripted_fishers:
+            return None
+        return self.batch_request(self._scripted_fishers, phase, self._harvest_space(), 0.0, self._obs_base(),
                                   self._question(phase))
 
     def _request_talk(self, agent: Fisher, phase: str) -> DecisionRequest:

@@ -200,6 +200,13 @@ class SocietyModel(mesa.Model):
         """
         return None
 
+    def observe_scripted(self, phase: str) -> Optional[RequestBatch]:
+        """When `observe_batch` gives None: the requests of some agents as one RequestBatch (those of one non-LLM
+        policy that differ in nothing but who decides: the scripted fishers beside an LLM one), or None (the
+        default). The engine asks `observe` for every agent not in it; the decisions keep the agents' order, as
+        one by one. Optional, for speed: the batch must hold exactly the requests `observe` would give its agents."""
+        return None
+
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:
         """Apply a phase's decisions (already in seeded random order)."""
 
@@ -478,8 +485,11 @@ class SocietyModel(mesa.Model):
         taken: list[tuple[str, Sequence[Decision]]] = []
         for phase in self.phases():
             batch = self.observe_batch(phase) if self._batched else None
+            some = self.observe_scripted(phase) if batch is None and self._batched else None
             if batch is not None:
                 decided: Sequence[Decision] = self.broker.decide_columns(batch) if len(batch) else []
+            elif some is not None:
+                decided = self._decide_around(phase, some)
             else:
                 requests = [r for a in self.agents if (r := self.observe(a, phase)) is not None]
                 by_agent = self.broker.decide(requests) if requests else {}
@@ -492,6 +502,21 @@ class SocietyModel(mesa.Model):
             if not self.running and self.status != "running":
                 break
         return taken
+
+    def _decide_around(self, phase: str, some: RequestBatch) -> list[Decision]:
+        """A phase whose `some` agents are one batch and the others asked one by one: the decisions in the agents'
+        order, as the one-by-one path gives them."""
+        columns = self.broker.decide_columns(some) if len(some) else []
+        inside = dict(zip(some.agent_ids, range(len(some))))
+        requests = [r for a in self.agents if a.unique_id not in inside and (r := self.observe(a, phase)) is not None]
+        by_agent = self.broker.decide(requests) if requests else {}
+        out = []
+        for a in self.agents:
+            i = inside.get(a.unique_id)
+            d = columns[i] if i is not None else by_agent.get(a.unique_id)
+            if d is not None:
+                out.append(d)
+        return out
 
     def _measure(self, payoffs: Mapping[int, float], rewards: Mapping[int, float]) -> dict[str, float]:
         """The tick's metrics: the scenario's own, Perolat's four so far, and the norm events' counts (flushed to

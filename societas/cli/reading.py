@@ -252,16 +252,19 @@ def show_compare(run_id: str, db: Optional[str], as_json: bool) -> None:
 @app.command()
 def export(
     run_id: str,
-    format: str = typer.Option("csv", "--format", help="csv, parquet, or trajectories (one row per LLM decision for training)"),
+    format: str = typer.Option("csv", "--format", help="csv, parquet, or trajectories (one row per decision for training)"),
     out_dir: Path = typer.Option(..., "--out", help="directory to write the tables into"),
     gamma: float = typer.Option(1.0, "--gamma", help="trajectories: the discount of return_to_go (0..1)"),
+    decisions: str = typer.Option("all", "--decisions", help="trajectories: all (scripted ones with the prompt an LLM "
+                                                             "in their seat would read) or llm (the LLM agents' only)"),
     prices: Optional[str] = PricesOption,
     db: Optional[str] = DbOption,
 ) -> None:
     """Export a run's tables (runs, ticks, agent_steps, events, llm_calls, and llm_usage: calls, tokens, latency,
-    fallbacks and cost per group and model) as CSV or Parquet, or its trajectories:
-    one row per LLM decision with prompt, completion, token ids, log-probabilities, reward vector, reward and return
-    to go (`trajectories.parquet` and `trajectories.jsonl`; columns in docs/learning.md)."""
+    fallbacks and cost per group and model) as CSV or Parquet, or its trajectories: one row per decision (a scripted
+    one with the prompt an LLM in its seat would have been sent) with prompt, completion, token ids,
+    log-probabilities, reward vector, reward and return to go (`trajectories.parquet` and `trajectories.jsonl`;
+    columns in docs/learning.md)."""
     from analysis.frames import export_run
     from analysis.model_usage import load_prices
     from analysis.trajectories import export_trajectories
@@ -270,7 +273,7 @@ def export(
         fail(f"bad value for '--format': {format[:40]!r}; valid: csv, parquet, trajectories")
     store = open_store(db, create=False)
     if format == "trajectories":
-        paths = export_trajectories(store, store.get_run(run_id).id, out_dir, gamma=gamma)
+        paths = export_trajectories(store, store.get_run(run_id).id, out_dir, gamma=gamma, decisions=decisions)
     else:
         paths = export_run(store, store.get_run(run_id).id, out_dir, format, prices=load_prices(prices))
     for p in paths:

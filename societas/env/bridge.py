@@ -4,7 +4,9 @@ The model runs in its own thread, unchanged (the tick, the broker, the reward la
 its focal agents are LLM agents whose `LLM` is an `OutsideLLM`: when the tick asks it for a batch,
 it hands the requests and their rendered prompts to the environment and waits for the actions.
 Exactly one of the two threads runs at any time, so a run made through the environment is as
-deterministic as any other.
+deterministic as any other. A committed tick wakes nobody: its record is kept in `ticks` and read by the
+environment with the next batch (or the run's end), so a step costs the two handoffs it needs, not one more
+per tick (each wake-up of the waiting thread costs the running one a GIL handoff).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class EpisodeClosed(RuntimeError):
     """The environment was reset or closed before the episode ended: the run stops (stored as failed)."""
 
 
-#: what the model thread sends: ("decide", requests, messages), ("tick", record), ("end", result) or ("error", exc)
+#: what the model thread sends: ("decide", requests, messages), ("end", result), ("closed", exc) or ("error", exc)
 Message = tuple[Any, ...]
 _CLOSE = object()
 
@@ -36,6 +38,17 @@ class OutsideLLM:
         self.run_id: str | None = None  # the episode's run, once it is stored
         self.to_env: queue.Queue[Message] = queue.Queue()
         self.to_model: queue.Queue[Any] = queue.Queue()
+        self.ticks: list[Any] = []  # the tick records committed since the environment last took them
+
+    def tick(self, record: Any) -> None:
+        """A committed tick (model thread): kept for the environment, which takes it with the next message."""
+        self.ticks.append(record)
+
+    def take_ticks(self) -> list[Any]:
+        """The tick records committed since the last call (environment thread, while the model thread waits or has
+        ended: never both at once)."""
+        out, self.ticks = self.ticks, []
+        return out
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
         self.to_env.put(("decide", list(requests), list(messages)))

@@ -249,35 +249,31 @@ class SocietyEnv(ParallelEnv):
         rewards = {} if rewards is None else rewards
         vectors = {} if vectors is None else vectors
         focal = set(self._ids.values())
-        while True:
-            msg = bridge.to_env.get()
-            kind = msg[0]
-            if kind == "tick":
-                record = msg[1]
-                self.tick, self.last_metrics = record.tick, dict(record.metrics)
-                self.run_id = bridge.run_id
-                for st in record.steps:
-                    if st.agent_id in focal:
-                        rewards[st.agent_id] = rewards.get(st.agent_id, 0.0) + float(st.reward)
-                        vec = vectors.setdefault(st.agent_id, {})
-                        for k, v in (st.components or {}).items():
-                            vec[k] = vec.get(k, 0.0) + float(v)
-            elif kind == "decide":
-                _, requests, messages = msg
-                self._pending = {agent_name(r.agent_id): r for r in requests}
-                self._messages = {agent_name(r.agent_id): m for r, m in zip(requests, messages)}
-                self._order = [agent_name(r.agent_id) for r in requests]
-                self.run_id = bridge.run_id
-                return rewards, vectors, False, "running"
-            elif kind == "end":
-                self.result = msg[1]
-                self.run_id = self.result.run_id
-                self._episode.thread = None
-                return rewards, vectors, True, self.result.status
-            else:
-                self._episode.thread = None
-                self.agents = []
-                raise msg[1]
+        msg = bridge.to_env.get()  # the model's next batch, its end or its failure: one handoff
+        for record in bridge.take_ticks():  # the ticks committed before it
+            self.tick, self.last_metrics = record.tick, dict(record.metrics)
+            self.run_id = bridge.run_id
+            for st in record.steps:
+                if st.agent_id in focal:
+                    rewards[st.agent_id] = rewards.get(st.agent_id, 0.0) + float(st.reward)
+                    vec = vectors.setdefault(st.agent_id, {})
+                    for k, v in (st.components or {}).items():
+                        vec[k] = vec.get(k, 0.0) + float(v)
+        kind = msg[0]
+        if kind == "decide":
+            _, requests, messages = msg
+            self._pending = {agent_name(r.agent_id): r for r in requests}
+            self._messages = {agent_name(r.agent_id): m for r, m in zip(requests, messages)}
+            self._order = [agent_name(r.agent_id) for r in requests]
+            self.run_id = bridge.run_id
+            return rewards, vectors, False, "running"
+        self._episode.thread = None
+        if kind == "end":
+            self.result = msg[1]
+            self.run_id = self.result.run_id
+            return rewards, vectors, True, self.result.status
+        self.agents = []
+        raise msg[1]
 
     # ----- observations ------------------------------------------------------------------------------
     def _observation(self, agent: AgentID) -> dict[str, Any]:
@@ -362,7 +358,7 @@ def _shut_down(episode: _Episode, store: Store, close_store: bool) -> None:
 def _play(spec: RunSpec, store: Store, backends: dict[str, Any], bridge: OutsideLLM) -> None:
     """The model thread: one run, every tick and its end handed to the env through the bridge."""
     def progress(tick: int, total: int, record: Any) -> None:
-        bridge.to_env.put(("tick", record))
+        bridge.tick(record)
 
     try:
         result = execute(spec, store, backends=backends, progress=progress)
