@@ -20,6 +20,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from sim.core.errors import UsageError
 from sim.store.tables import AgentStep, EventRow, LLMCall, Run, RunAgent, Tick
+from sim.store.usage import llm_usage  # noqa: F401 (a query of the app's `q`, defined without pandas for the store)
 
 RUNS, TICKS, STEPS, EVENTS, CALLS, AGENTS = (m.__table__ for m in (Run, Tick, AgentStep, EventRow, LLMCall, RunAgent))
 #: optional columns of `runs` that later versions of the store add (sweeps, forks)
@@ -617,24 +618,6 @@ def policy_versions(engine: Engine, run_id: str) -> tuple[pd.DataFrame, pd.DataF
         data = pd.DataFrame([{"tick": t, **d} for t, d in zip(part["tick"], part["data"])])
         frames.append(data)
     return frames[0], frames[1], frames[2]
-
-
-def llm_usage(engine: Engine, run_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """LLM calls per run, backend and model (`llm` is the run's own model, `llm:K` a group's: sim.tick.models): calls,
-    cache hits, tokens in and out of all calls and of those the model answered (`live_*`: what a price table charges),
-    latency and fallbacks, aggregated in SQL."""
-    c = CALLS.c
-    live = c.cache_hit == False  # noqa: E712
-    query = (select(c.run_id, c.backend, c.model_id, func.count().label("calls"),
-                    func.sum(case((c.cache_hit, 1), else_=0)).label("cache_hits"),
-                    func.sum(c.tokens_in).label("tokens_in"), func.sum(c.tokens_out).label("tokens_out"),
-                    func.sum(case((live, c.tokens_in), else_=0)).label("live_tokens_in"),
-                    func.sum(case((live, c.tokens_out), else_=0)).label("live_tokens_out"),
-                    func.sum(c.latency_s).label("latency_s"), func.sum(case((c.fallback, 1), else_=0)).label("fallbacks"))
-             .where(c.run_id.in_(list(run_ids))).group_by(c.run_id, c.backend, c.model_id)
-             .order_by(c.run_id, c.backend, c.model_id))
-    with engine.connect() as conn:
-        return [{k: (v if v is not None else 0) for k, v in row.items()} for row in conn.execute(query).mappings()]
 
 
 def studies(engine: Engine, run_id: str) -> list[dict[str, Any]]:

@@ -29,11 +29,11 @@ from sim.core.interrupts import shielded
 from sim.core.records import StepColumns, TickRecord, reward_vectors
 from sim.core.spec import RunSpec
 from sim.store.encoding import dumps, json_safe
-from sim.store.queries import llm_usage
 from sim.store.schema import as_url, make_engine
 from sim.store.snapshots import TickSnapshot
 from sim.store.tables import (RUN_STATUSES, AgentStep, EventRow, LLMCall, RewardVectorsRow, Run, RunAgent, SweepRow, Tick,
                               utc_now)
+from sim.store.usage import llm_usage
 from sim.store.vectors import pack, read_vectors
 
 
@@ -265,7 +265,7 @@ class Store:
         return self._rows(LLMCall, run_id)
 
     def llm_usage(self, run_ids: Sequence[str]) -> list[dict[str, Any]]:
-        """LLM calls per run, backend and model, aggregated in SQL (`queries.llm_usage`)."""
+        """LLM calls per run, backend and model, aggregated in SQL (`sim.store.usage.llm_usage`)."""
         return llm_usage(self.engine, run_ids)
 
     def cache_lookup(self, keys: Sequence[str]) -> dict[str, LLMCall]:
