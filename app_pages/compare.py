@@ -458,7 +458,7 @@ def _side_by_side(view: View, parent: dict[str, Any], forks: pd.DataFrame) -> No
     mine, theirs = dict(fork.get("config") or {}), dict(parent.get("config") or {})
     changed = ", ".join(f"{k}={mine.get(k)}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k))
     st.caption(f"Parent {parent['run_id']} | fork {fork_id} (changed at the branch: {changed or 'nothing but its seeds'}). "
-               "Lines only one side has are marked ▸.")
+               "Lines only one side has are marked ▸, lines both have ·.")
     h1, h2 = st.columns(2)
     h1.markdown(f"**Parent {parent['run_id']}**")
     h2.markdown(f"**Fork {fork_id}**")
@@ -469,7 +469,7 @@ def _side_by_side(view: View, parent: dict[str, Any], forks: pd.DataFrame) -> No
             with col.container(border=True):
                 st.caption(f"{view.noun} {tick}")
                 other = set(theirs)
-                st.text("\n".join(("▸ " if line not in other else "  ") + line for line in mine) or "(nothing: the run had ended)")
+                st.text("\n".join(("▸ " if line not in other else "· ") + line for line in mine) or "(nothing: the run had ended)")
 
 
 TABS = {"Across seeds": _seeds, "Reward modes": _ablation, "Survival": _survival, "Over time": _over_time,
