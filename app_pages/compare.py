@@ -182,7 +182,7 @@ def _seeds(view: View) -> None:
     for m, fig in figures:
         export.chart(fig, f"{m}-across-seeds", key=f"cmp-seeds-{m}")
     st.dataframe(summary, hide_index=True, width="stretch")
-    st.caption("Intervals: Wilson for a rate's 0/1 values (all 3 of 3 runs collapsed: about [0.44, 1]), else a percentile "
+    st.caption("Intervals: Wilson for a rate's 0/1 values (e.g. 3 runs of 3 collapsed: [0.44, 1]), else a percentile "
                "bootstrap of the mean (within the runs' values); every interval is kept within the metric's bounds "
                "(shares in [0, 1]). Fewer than 10 runs: rough.")
 

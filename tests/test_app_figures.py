@@ -687,3 +687,14 @@ def test_side_by_side_transcripts_mark_every_line(store, monkeypatch):
     lines = [line for t in at.text for line in t.value.splitlines()]
     assert lines and all(line.startswith(("▸ ", "· ")) for line in lines), lines[:5]
     assert any(line.startswith("· ") for line in lines) and any(line.startswith("▸ ") for line in lines)
+
+
+def test_launch_form_shows_floats_without_padded_decimals(store, monkeypatch):
+    """Launch: a fishery's float fields are shown as %g (capacity 100, regrowth 2; before 100.00, 2.00), its integer
+    fields as integers."""
+    monkeypatch.setenv("SOCIETAS_DB", store["url"])
+    monkeypatch.setattr(sys, "argv", ["app.py", "--allow-write"])
+    at = _open(AppTest.from_file(APP, default_timeout=120).run(), "launch")
+    formats = {n.label: n.proto.format for n in at.number_input}
+    assert formats["capacity"] == "%g" and formats["regrowth"] == "%g" and formats["fishers"] in ("", "%d"), formats
+    assert not [label for label, f in formats.items() if f.endswith(".2f")]
