@@ -469,7 +469,8 @@ def _side_by_side(view: View, parent: dict[str, Any], forks: pd.DataFrame) -> No
             with col.container(border=True):
                 st.caption(f"{view.noun} {tick}")
                 other = set(theirs)
-                st.text("\n".join(("▸ " if line not in other else "· ") + line for line in mine) or "(nothing: the run had ended)")
+                marked = [("▸ " if line not in other else "· ") + line for line in mine]  # (st.text strips a leading "  ")
+                st.text("\n".join(marked) or "(nothing: the run had ended)")
 
 
 TABS = {"Across seeds": _seeds, "Reward modes": _ablation, "Survival": _survival, "Over time": _over_time,

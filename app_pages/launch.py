@@ -130,7 +130,8 @@ def _llm_settings(scenario: str) -> dict[str, Any]:
 def _form_tab() -> None:
     """A run from the scenario's Config fields."""
     names = sorted(REGISTRY) + _stored_references()
-    typed = st.text_input("Your own scenario (optional; else pick one below)", placeholder="module:Class or path/to/file.py:Class",
+    typed = st.text_input("Your own scenario (optional; else pick one below)",
+                          placeholder="module:Class or path/to/file.py:Class",
                           help="a SocietyModel subclass of yours, as `societas run` takes it (see docs/tutorial.md); "
                                "one this store's runs used, or any with the app started with --allow-code",
                           key="launch.__reference").strip()

@@ -59,7 +59,8 @@ def render(table: pd.DataFrame) -> None:
         st.dataframe(pd.DataFrame({
             "tick": stated["tick"], "event": stated["kind"].str.removeprefix("norm."),
             "by": stated["actor"].map(lambda a: "institution" if pd.isna(a) else f"agent {int(a)}"),
-            "norm": stated["data"].map(lambda d: d.get("norm")), "rule": stated["data"].map(lambda d: rule_text(d.get("rule", ""))),
+            "norm": stated["data"].map(lambda d: d.get("norm")),
+            "rule": stated["data"].map(lambda d: rule_text(d.get("rule", ""))),
             "text": stated["data"].map(lambda d: d.get("text", ""))}), hide_index=True, width="stretch", column_config=header)
     st.subheader("Sanctions")
     sanctions = q("events", run, run["run_id"], kinds=("norm.sanction",), limit=2000)
