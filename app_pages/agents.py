@@ -291,7 +291,7 @@ def _memory(run: dict, steps: pd.DataFrame, unit_of_time: str) -> None:
         st.text(mem["summary"])
     items = pd.DataFrame(mem.get("items") or [])
     if not items.empty:
-        st.dataframe(items, hide_index=True, width="stretch")
+        st.dataframe(items, hide_index=True, width="stretch", column_config={"tick": st.column_config.NumberColumn(unit_of_time)})
     rel = mem.get("relationships") or {}
     if rel:
         rel_df = pd.DataFrame([{"peer": int(k), "trust": v} for k, v in rel.items()])

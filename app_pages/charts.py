@@ -33,6 +33,14 @@ def tick_axis(noun: str = "tick", **kwargs: Any) -> alt.X:
     return alt.X("tick:Q", title=noun, axis=alt.Axis(format="d", tickMinStep=1), **kwargs)
 
 
+def value_axis(values: Any, **kwargs: Any) -> alt.Axis:
+    """A value axis in `NUMBER` format; whole-number ticks when every value is whole (a count of fishers, months
+    survived, tons of an integer catch read 1, 2, not 0.6, 0.8, 1.2)."""
+    numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").dropna().astype(float)
+    whole = len(numbers) > 0 and bool((numbers == numbers.round()).all())
+    return alt.Axis(format=NUMBER, **({"tickMinStep": 1} if whole else {}), **kwargs)
+
+
 def titled(name: str, unit: str = "") -> str:
     """`name (unit)`, or `name` without a unit."""
     return f"{name} ({unit})" if unit else name
@@ -75,7 +83,7 @@ def lines(df: pd.DataFrame, columns: Sequence[str], *, x: str = "tick", title: s
     long = df[[x, *cols]].melt(id_vars=[x], var_name="series", value_name="value").dropna(subset=["value"])
     x_enc = tick_axis(noun) if x == "tick" else alt.X(f"{field(x)}:Q", title=x)
     chart = alt.Chart(long, title=title).mark_line(point=len(df) <= 60).encode(
-        x=x_enc, y=alt.Y("value:Q", title=unit or None, scale=alt.Scale(zero=False), axis=alt.Axis(format=NUMBER)),
+        x=x_enc, y=alt.Y("value:Q", title=unit or None, scale=alt.Scale(zero=False), axis=value_axis(long["value"])),
         tooltip=[alt.Tooltip(f"{field(x)}:Q", title=noun if x == "tick" else x), "series:N",
                  alt.Tooltip("value:Q", format=NUMBER, title=unit or "value")],
         **series_colour("series", cols))
@@ -209,7 +217,7 @@ def per_agent(series: pd.DataFrame, column: str, *, title: str, unit: str = "", 
     label = titled(label or column, unit)
     return alt.Chart(data, title=title).mark_line(point=len(data["tick"].unique()) <= 40).encode(
         x=tick_axis(noun),
-        y=alt.Y(f"{field(column)}:Q", title=label, scale=alt.Scale(zero=False), axis=alt.Axis(format=NUMBER)),
+        y=alt.Y(f"{field(column)}:Q", title=label, scale=alt.Scale(zero=False), axis=value_axis(data[column])),
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.25)),
         tooltip=["agent:N", alt.Tooltip("tick:Q", title=noun), alt.Tooltip(f"{field(column)}:Q", format=NUMBER, title=label)],
         **series_colour("agent", agents),
@@ -230,7 +238,7 @@ def metric(df: pd.DataFrame, column: str, *, unit: str = "", lines: Sequence[tup
     hi = max([values.max(), *refs.get("value", [])]) if len(values) else 1
     pad = (hi - lo) * 0.05 or max(abs(hi) * 0.05, 0.5)
     y = alt.Y(f"{field(column)}:Q", title=label, scale=alt.Scale(domain=[lo - pad, hi + pad], nice=False),
-              axis=alt.Axis(format=NUMBER))
+              axis=value_axis(values))
     tips = [alt.Tooltip("tick:Q", title=noun), alt.Tooltip(f"{field(column)}:Q", format=NUMBER, title=label)]
     line = alt.Chart(data, title=title or column).mark_line(point=len(data) <= 60 and select is None).encode(
         x=tick_axis(noun), y=y, tooltip=tips)

@@ -182,7 +182,7 @@ def _seeds(view: View) -> None:
     for m, fig in figures:
         export.chart(fig, f"{m}-across-seeds", key=f"cmp-seeds-{m}")
     st.dataframe(summary, hide_index=True, width="stretch")
-    st.caption("Intervals: Wilson for a rate's 0/1 values (all 3 of 3 runs collapsed: about [0.44, 1]), else a percentile "
+    st.caption("Intervals: Wilson for a rate's 0/1 values (e.g. 3 runs of 3 collapsed: [0.44, 1]), else a percentile "
                "bootstrap of the mean (within the runs' values); every interval is kept within the metric's bounds "
                "(shares in [0, 1]). Fewer than 10 runs: rough.")
 
@@ -458,7 +458,7 @@ def _side_by_side(view: View, parent: dict[str, Any], forks: pd.DataFrame) -> No
     mine, theirs = dict(fork.get("config") or {}), dict(parent.get("config") or {})
     changed = ", ".join(f"{k}={mine.get(k)}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k))
     st.caption(f"Parent {parent['run_id']} | fork {fork_id} (changed at the branch: {changed or 'nothing but its seeds'}). "
-               "Lines only one side has are marked ▸.")
+               "Lines only one side has are marked ▸, lines both have ·.")
     h1, h2 = st.columns(2)
     h1.markdown(f"**Parent {parent['run_id']}**")
     h2.markdown(f"**Fork {fork_id}**")
@@ -469,7 +469,8 @@ def _side_by_side(view: View, parent: dict[str, Any], forks: pd.DataFrame) -> No
             with col.container(border=True):
                 st.caption(f"{view.noun} {tick}")
                 other = set(theirs)
-                st.text("\n".join(("▸ " if line not in other else "  ") + line for line in mine) or "(nothing: the run had ended)")
+                marked = [("▸ " if line not in other else "· ") + line for line in mine]  # (st.text strips a leading "  ")
+                st.text("\n".join(marked) or "(nothing: the run had ended)")
 
 
 TABS = {"Across seeds": _seeds, "Reward modes": _ablation, "Survival": _survival, "Over time": _over_time,

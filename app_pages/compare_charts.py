@@ -11,7 +11,7 @@ from typing import Optional
 import altair as alt
 import pandas as pd
 
-from app_pages.charts import NUMBER, series_colour, tick_axis, titled
+from app_pages.charts import NUMBER, series_colour, tick_axis, titled, value_axis
 
 #: each group's row of an interval chart, in pixels of plot height
 ROW = 34
@@ -46,7 +46,7 @@ def ci_points(summary: pd.DataFrame, values: pd.DataFrame, names: Mapping[str, s
     x_title = titled(metric, unit)
     runs = _named(values, names)
     dots = alt.Chart(runs).mark_circle(opacity=0.55, size=60).encode(
-        y=y, x=alt.X("value:Q", title=x_title, scale=scale, axis=alt.Axis(format=NUMBER)),
+        y=y, x=alt.X("value:Q", title=x_title, scale=scale, axis=value_axis(runs["value"])),
         tooltip=["name:N", "label:N", "run_id:N", alt.Tooltip("value:Q", format=NUMBER, title=x_title)])
     summ = _named(summary, names)
     tips = ["name:N", "label:N", "n:Q", alt.Tooltip("mean:Q", format=NUMBER), alt.Tooltip("lo:Q", format=NUMBER, title="95% lo"),

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import as_int, choose_run, eq, init_state, page, set_url, url_list, url_value
+from app_pages.common import as_int, choose_run, eq, init_state, noun, page, set_url, url_list, url_value
 from app_pages.said import addressee, md_escape, structured_line, who
 from sim.store import event_queries as events
 
@@ -125,7 +125,7 @@ def render(table: pd.DataFrame) -> None:
         init_state("conv_ticks", default)
         a, b = st.session_state["conv_ticks"]
         st.session_state["conv_ticks"] = (max(lo, min(a, hi)), min(hi, max(b, lo)))
-        ticks = tuple(int(t) for t in st.slider("Ticks", lo, hi, key="conv_ticks"))
+        ticks = tuple(int(t) for t in st.slider(f"{noun(run['scenario'])}s".capitalize(), lo, hi, key="conv_ticks"))
     set_url("q", search.strip() or None)
     set_url("kind", None if set(chosen) == set(kinds) else chosen)
     set_url("agent", agent)
@@ -155,12 +155,12 @@ def render(table: pd.DataFrame) -> None:
     said, total = eq("conversation_page", run, rid, tuple(chosen), offset=offset, limit=PAGE_SIZE, **filters)
     st.caption(f"Showing messages {offset + 1}–{offset + len(said)} of {total}"
                + (f" (page {number} of {pages})" if pages > 1 else "")
-               + f", ticks {int(said['tick'].min())}–{int(said['tick'].max())}.")
+               + f", {noun(run['scenario'])}s {int(said['tick'].min())}–{int(said['tick'].max())}.")
     parents = [as_int(d.get("parent")) for d in said["data"] if isinstance(d, dict)]
     items = eq("thread_items", run, rid, tuple(sorted({p for p in parents if p is not None})),
                up_to_tick=int(said["tick"].max())) if any(p is not None for p in parents) else {}
     for tick, part in said.groupby("tick", sort=True):
-        st.subheader(f"Tick {tick}")
+        st.subheader(f"{noun(run['scenario']).capitalize()} {tick}")
         _tick(part, items)
     if pages > 1:
         st.caption(f"Page {number} of {pages}: change the page above to see the rest.")

@@ -44,12 +44,13 @@ def _pager(total: int, key: str, url_key: Optional[str], signature: Any) -> int:
     return number
 
 
-def _table(rows: pd.DataFrame) -> None:
+def _table(rows: pd.DataFrame, unit_of_time: str) -> None:
     shown = rows.drop(columns=["id"])
+    header = {"tick": st.column_config.NumberColumn(unit_of_time)}
     if shown["fallback"].eq(True).any():
-        st.dataframe(shown.style.apply(_highlight, axis=1), hide_index=True, width="stretch")
+        st.dataframe(shown.style.apply(_highlight, axis=1), hide_index=True, width="stretch", column_config=header)
     else:
-        st.dataframe(shown, hide_index=True, width="stretch")
+        st.dataframe(shown, hide_index=True, width="stretch", column_config=header)
 
 
 def _rows(run: dict[str, Any], filters: dict[str, Any], counts: pd.DataFrame, key: str, url_key: Optional[str],
@@ -65,20 +66,20 @@ def _rows(run: dict[str, Any], filters: dict[str, Any], counts: pd.DataFrame, ke
     rows = eq("log_page", run, run["run_id"], offset=offset, limit=PAGE_SIZE, counts=counts, **filters)
     st.caption(f"{n_events} events and {n_decisions} decisions {what}; showing rows {offset + 1}–{offset + len(rows)} "
                f"of {total}" + (f" (page {number} of {math.ceil(total / PAGE_SIZE)})" if total > PAGE_SIZE else "") + ".")
-    _table(rows)
+    _table(rows, noun(run["scenario"]))
 
 
 def _metrics(run: dict[str, Any], tick: int) -> None:
     record = eq("tick_record", run, run["run_id"], int(tick))
     if not record:
-        st.caption(f"Tick {tick} has no stored metrics.")
+        st.caption(f"{noun(run['scenario']).capitalize()} {tick} has no stored metrics.")
         return
     numbers = {k: v for k, v in record["metrics"].items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     if numbers:
         cols = st.columns(min(4, len(numbers)))
         for i, (name, value) in enumerate(list(numbers.items())[:SHOWN_METRICS]):
             cols[i % len(cols)].metric(name, f"{value:.4g}")
-    with st.expander(f"All metrics and the world state at tick {tick}"):
+    with st.expander(f"All metrics and the world state at {noun(run['scenario'])} {tick}"):
         st.dataframe(pd.DataFrame({"metric": list(record["metrics"]), "value": [str(v) for v in record["metrics"].values()]}),
                      hide_index=True, width="stretch")
         if record["state"]:
@@ -122,14 +123,15 @@ def render(table: pd.DataFrame) -> None:
                                    search=search.strip() or None)
 
     if mode == "Replay":
-        tick = tick_picker(run, "Replay tick")
+        unit = noun(run["scenario"])
+        tick = tick_picker(run, f"Replay {unit}")
         if tick is None:
             return
-        st.subheader(f"Tick {tick}")
+        st.subheader(f"{unit.capitalize()} {tick}")
         _metrics(run, tick)
         filters["ticks"] = (int(tick), int(tick))
         counts = eq("log_counts", run, rid, **filters)
-        _rows(run, filters, counts, "log_replay_page", None, f"at tick {tick}")
+        _rows(run, filters, counts, "log_replay_page", None, f"at {unit} {tick}")
         return
 
     last = max(1, int(run.get("ticks") or 1))
@@ -145,7 +147,7 @@ def render(table: pd.DataFrame) -> None:
         init_state("log_ticks", default)
         a, b = st.session_state["log_ticks"]
         st.session_state["log_ticks"] = (max(lo, min(a, hi)), min(hi, max(b, lo)))
-        ticks = tuple(int(t) for t in st.slider("Ticks", lo, hi, key="log_ticks"))
+        ticks = tuple(int(t) for t in st.slider(f"{noun(run['scenario'])}s".capitalize(), lo, hi, key="log_ticks"))
     set_url("ticks", None if ticks == (lo, hi) else f"{ticks[0]}-{ticks[1]}")
     counts = counts_all[(counts_all["tick"] >= ticks[0]) & (counts_all["tick"] <= ticks[1])].reset_index(drop=True)
     filters["ticks"] = None if ticks == (lo, hi) else ticks

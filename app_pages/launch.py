@@ -43,7 +43,8 @@ def _widget(f: launcher.FormField, key: str) -> Any:
     if f.kind == "float":
         lo = float(f.lo) if f.lo is not None else None
         hi = float(f.hi) if f.hi is not None else None
-        return st.number_input(label, min_value=lo, max_value=hi, value=float(f.default), help=help_, key=key)
+        return st.number_input(label, min_value=lo, max_value=hi, value=float(f.default), help=help_, key=key,
+                               format="%g")  # (100 and 0.25, not 100.00 and 0.25; nor 0.001 as 0.00)
     if f.kind == "text":
         return st.text_input(label, value=str(f.default or ""), help=help_, key=key)
     return st.text_input(label, value=f.default or "", help=(help_ or "") + " (YAML; blank = default)", key=key,
@@ -129,7 +130,8 @@ def _llm_settings(scenario: str) -> dict[str, Any]:
 def _form_tab() -> None:
     """A run from the scenario's Config fields."""
     names = sorted(REGISTRY) + _stored_references()
-    typed = st.text_input("or your own scenario", placeholder="module:Class or path/to/file.py:Class",
+    typed = st.text_input("Your own scenario (optional; else pick one below)",
+                          placeholder="module:Class or path/to/file.py:Class",
                           help="a SocietyModel subclass of yours, as `societas run` takes it (see docs/tutorial.md); "
                                "one this store's runs used, or any with the app started with --allow-code",
                           key="launch.__reference").strip()

@@ -4,6 +4,8 @@ against what agents actually took, and the sanctions."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -46,8 +48,9 @@ def render(table: pd.DataFrame) -> None:
                                              f"judged that {noun(run['scenario'])})"),
                          f"{run['run_id']}-compliance", key="norm-compliance")
     _limit_vs_take(run)
-    _votes(votes)
+    _votes(votes, noun(run["scenario"]))
 
+    header = {"tick": st.column_config.NumberColumn(noun(run["scenario"]))}  # (one word for time on every page)
     st.subheader("Stated and adopted norms")
     stated = q("events", run, run["run_id"], kinds=("norm.statement", "norm.adoption"), limit=2000)
     if stated.empty:
@@ -56,8 +59,9 @@ def render(table: pd.DataFrame) -> None:
         st.dataframe(pd.DataFrame({
             "tick": stated["tick"], "event": stated["kind"].str.removeprefix("norm."),
             "by": stated["actor"].map(lambda a: "institution" if pd.isna(a) else f"agent {int(a)}"),
-            "norm": stated["data"].map(lambda d: d.get("norm")), "rule": stated["data"].map(lambda d: str(d.get("rule", ""))),
-            "text": stated["data"].map(lambda d: d.get("text", ""))}), hide_index=True, width="stretch")
+            "norm": stated["data"].map(lambda d: d.get("norm")),
+            "rule": stated["data"].map(lambda d: rule_text(d.get("rule", ""))),
+            "text": stated["data"].map(lambda d: d.get("text", ""))}), hide_index=True, width="stretch", column_config=header)
     st.subheader("Sanctions")
     sanctions = q("events", run, run["run_id"], kinds=("norm.sanction",), limit=2000)
     if sanctions.empty:
@@ -67,7 +71,7 @@ def render(table: pd.DataFrame) -> None:
                               "norm": sanctions["data"].map(lambda d: d.get("norm")),
                               "cost": sanctions["data"].map(lambda d: d.get("cost")),
                               "fine": sanctions["data"].map(lambda d: d.get("fine"))})
-        st.dataframe(frame, hide_index=True, width="stretch")
+        st.dataframe(frame, hide_index=True, width="stretch", column_config=header)
         most = frame.groupby("target").size().sort_values(ascending=False).head(10)
         st.caption("Most sanctioned: " + ", ".join(f"agent {int(t)} ({n})" for t, n in most.items()))
 
@@ -91,7 +95,15 @@ def _limit_vs_take(run: dict) -> None:
     export.chart(figure, f"{run['run_id']}-limit", key="norm-limit")
 
 
-def _votes(votes: pd.DataFrame) -> None:
+def rule_text(rule: Any) -> str:
+    """A norm's rule as words: `max_catch 8`, not `{'max_catch': 8.0}`."""
+    if isinstance(rule, dict):
+        return ", ".join(f"{k} {format(v, '.4g') if isinstance(v, (int, float)) and not isinstance(v, bool) else v}"
+                         for k, v in rule.items())
+    return str(rule)
+
+
+def _votes(votes: pd.DataFrame, unit_of_time: str) -> None:
     if votes.empty:
         return
     st.subheader("Votes on a limit")
@@ -101,7 +113,7 @@ def _votes(votes: pd.DataFrame) -> None:
                                    "adopted": results["data"].map(lambda d: d.get("adopted")),
                                    "rule": results["data"].map(lambda d: d.get("rule")),
                                    "tally": results["data"].map(lambda d: ", ".join(f"{k}: {v}" for k, v in (d.get("tally") or {}).items()))}),
-                     hide_index=True, width="stretch")
+                     hide_index=True, width="stretch", column_config={"tick": st.column_config.NumberColumn(unit_of_time)})
     cast = votes[votes["kind"] == "vote"]
     if not cast.empty:
         st.caption(f"{len(cast)} votes cast by {cast['actor'].nunique()} agents.")

@@ -63,7 +63,7 @@ def _said(run: dict[str, Any], tick: int) -> None:
 def _decisions(run: dict[str, Any], tick: int) -> None:
     rows = eq("log_page", run, run["run_id"], kinds=("decision",), ticks=(tick, tick), offset=0, limit=500)
     if rows.empty:
-        st.caption("No decision stored at this tick.")
+        st.caption(f"No decision stored at this {noun(run['scenario'])}.")
         return
     shown = rows[["agent", "kind", "detail", "payoff", "reward", "fallback", "reason"]].rename(
         columns={"kind": "backend", "detail": "action"})
@@ -76,7 +76,7 @@ def _decisions(run: dict[str, Any], tick: int) -> None:
 def _prompts(run: dict[str, Any], tick: int) -> None:
     calls = q("llm_calls_at", run, run["run_id"], int(tick))
     if calls.empty:
-        st.caption("No LLM call at this tick (scripted agents decide without one).")
+        st.caption(f"No LLM call at this {noun(run['scenario'])} (scripted agents decide without one).")
         return
     phases = sorted(calls["phase"].astype(str).unique())
     usage = getattr(scenario_class(run["scenario"]), "usage_phase", None)  # (the fishery's harvest first: GovSim's)

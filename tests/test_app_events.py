@@ -89,7 +89,7 @@ def test_every_tick_is_shown_by_default(store, monkeypatch):
     """A 6-tick talk run shows its last tick without touching any control, and says how much it shows."""
     at = _open(store["url"], monkeypatch, "conversations", store["ids"]["talk"])
     heads = [h.value for h in at.subheader]
-    assert "Tick 1" in heads and "Tick 6" in heads
+    assert "Month 1" in heads and "Month 6" in heads  # (the fishery's unit of time, issue 41)
     assert any("Showing messages 1–36 of 36" in c for c in _markdowns(at))
 
 
@@ -100,7 +100,7 @@ def test_many_messages_are_paged_with_a_visible_count(store, monkeypatch):
     at.number_input(key="conv_page").set_value(2).run()
     assert not at.exception and not at.error
     assert any("Showing messages 101–120 of 120" in c for c in _markdowns(at))
-    assert "Tick 6" in [h.value for h in at.subheader]
+    assert "Month 6" in [h.value for h in at.subheader]
     assert at.query_params["p"] == ["2"] or at.query_params["p"] == "2"
 
 
@@ -234,7 +234,7 @@ def test_replay_shows_the_cursor_tick(store, monkeypatch):
     """Replay at ?tick=2: the tick's metrics, and only its events and decisions."""
     rid = store["ids"]["talk"]
     at = _open(store["url"], monkeypatch, "events", rid, mode="Replay", tick="2")
-    assert "Tick 2" in [h.value for h in at.subheader]
+    assert "Month 2" in [h.value for h in at.subheader]
     assert {m.label for m in at.metric} >= {"stock"}
     frame = at.dataframe[-1].value
     assert set(frame["tick"]) == {2} and {"event", "decision"} <= set(frame["type"])

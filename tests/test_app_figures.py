@@ -628,3 +628,73 @@ def test_a_fork_and_its_parent_side_by_side_from_the_branch(store, monkeypatch):
     said = {e.data["text"] for e in store["store"].events(parent, tick=2) if e.kind == "message"}
     assert any(all(line in block for line in said) for block in texts[0::2][:1])
     assert any("▸" in block for block in texts), "the fork without sanctions differs from its parent"
+
+
+# ----- what the screenshots of the rich store showed (the last checks of issue 41) -------------------------------------
+def _headers(at: AppTest) -> list[list[str]]:
+    """Each table's column headers as shown: a column's configured label, else its name."""
+    out = []
+    for el in apptest.elements(at.main):
+        if getattr(el, "type", "") == "dataframe":
+            config = json.loads(el.proto.columns or "{}")
+            labels = {k.removeprefix("col:name:"): (v or {}).get("label") for k, v in config.items()}
+            out.append([labels.get(str(c)) or str(c) for c in el.value.columns])
+    return out
+
+
+def test_a_count_or_whole_valued_series_has_whole_ticks(store, monkeypatch):
+    """Run → Trajectories: the number of greedy fishers is drawn on whole ticks (before: 0.6, 0.8, ... 1.4 fishers),
+    a share keeps its fractions; Compare: months survived on whole ticks (before: 5, 5.2, 5.4 ...)."""
+    at = _tab(_open(_app(store["url"], monkeypatch), "run", run=store["ids"]["rich"]), "run_tab", "Trajectories")
+    at.multiselect[0].set_value(["state.strategies.greedy", "state.stock"]).run()
+    spec, data = _chart(at, "state.strategies.greedy")
+    counts = _frame(data, "state.strategies.greedy")["state.strategies.greedy"].dropna()
+    assert len(counts) and (counts == counts.round()).all()
+    assert _axis(_layers(spec)[1], "y").get("tickMinStep") == 1
+    at = _tab(at, "run_tab", "Metrics")
+    spec, data = _chart(at, "perolat_equality")
+    assert "tickMinStep" not in _axis(_layers(spec)[1], "y")
+    runs = ",".join(store["ids"]["random"][1.3] + store["ids"]["random"][1.6])
+    at = _open(at, "compare", runs=runs, by="regrowth", metrics="survival_time")
+    spec, _ = _chart(at, "survival_time")
+    assert _axis(_layers(spec)[1], "x").get("tickMinStep") == 1
+
+
+def test_tables_and_headings_say_the_scenarios_unit_of_time(store, monkeypatch):
+    """A fishery's tables on Norms, Event log and Agents' memory head their tick column "month", the log's slider and
+    a month with no LLM call say month (before: "tick" beside charts saying month); a rule reads `max_catch 8`, not
+    `{'max_catch': 8.0}`."""
+    at = _open(_app(store["url"], monkeypatch), "norms", run=store["ids"]["rich"])
+    heads = _headers(at)
+    assert len(heads) >= 2 and all("tick" not in h and "month" in h for h in heads), heads
+    rules = next(t.value for t in at.dataframe if "rule" in t.value.columns)["rule"]
+    assert rules.str.match(r"^max_catch \d+(\.\d+)?$").all(), rules.tolist()
+    at = _open(at, "events", run=store["ids"]["rich"])
+    assert any(h[0] == "month" for h in _headers(at)) and any(s.label == "Months" for s in at.slider)
+    at = _tab(_open(at, "agents", run=store["ids"]["llm"], agent="1"), "agents_tab", "One agent")
+    memory = [h for h in _headers(at) if "text" in h and "kind" in h]
+    assert memory and all(h[0] == "month" for h in memory), _headers(at)
+    at = _open(at, "replay", run=store["ids"]["rich"], tick="2")
+    captions = " ".join(c.value for c in at.caption)
+    assert "No LLM call at this month" in captions and "this tick" not in captions
+
+
+def test_side_by_side_transcripts_mark_every_line(store, monkeypatch):
+    """Compare → Forks: every line of both transcripts starts with a mark (▸ one side only, · both), so the columns
+    line up (before: the first line lost its two-space indent to st.text's strip and stood out)."""
+    parent, fork = store["ids"]["rich"], store["ids"]["fork"]
+    at = _tab(_open(_app(store["url"], monkeypatch), "compare", runs=f"{parent},{fork}"), "compare_tab", "Forks")
+    lines = [line for t in at.text for line in t.value.splitlines()]
+    assert lines and all(line.startswith(("▸ ", "· ")) for line in lines), lines[:5]
+    assert any(line.startswith("· ") for line in lines) and any(line.startswith("▸ ") for line in lines)
+
+
+def test_launch_form_shows_floats_without_padded_decimals(store, monkeypatch):
+    """Launch: a fishery's float fields are shown as %g (capacity 100, regrowth 2; before 100.00, 2.00), its integer
+    fields as integers."""
+    monkeypatch.setenv("SOCIETAS_DB", store["url"])
+    monkeypatch.setattr(sys, "argv", ["app.py", "--allow-write"])
+    at = _open(AppTest.from_file(APP, default_timeout=120).run(), "launch")
+    formats = {n.label: n.proto.format for n in at.number_input}
+    assert formats["capacity"] == "%g" and formats["regrowth"] == "%g" and formats["fishers"] in ("", "%d"), formats
+    assert not [label for label, f in formats.items() if f.endswith(".2f")]
