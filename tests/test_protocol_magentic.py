@@ -17,6 +17,7 @@ from scenarios import get_scenario
 from scenarios.market import prompts as market_prompts
 from scenarios.market.conversation import amenity_reply, named_in
 from scenarios.market.participants import Inquiry
+from sim.contracts.backend import Backend
 from sim.core.contracts import Decision
 from sim.core.profiles import CONTRACT, profile
 from runner.config import build_spec
@@ -54,7 +55,7 @@ QUOTES = [
 ]
 
 
-class Recorder:
+class Recorder(Backend):
     """Answers every LLM request as the scripted `optimal` customer would, keeping the request with its messages."""
 
     name = "llm"

@@ -15,6 +15,7 @@ from agents.llm.prompts import builtin_template, render_messages
 from agents.scripted import ScriptedBackend
 from scenarios import get_scenario
 from scenarios.donor import vh2024
+from sim.contracts.backend import Backend
 from sim.core.contracts import Decision
 from sim.core.profiles import CONTRACT, profile
 from runner.config import build_spec
@@ -68,7 +69,7 @@ PAPER_DONATION = (
 )
 
 
-class Recorder:
+class Recorder(Backend):
     """Answers every LLM request (a strategy that names the paper's opening, 30% of the donor's units) and keeps
     the request with the messages the built-in template renders for it."""
 

@@ -12,6 +12,7 @@ from scenarios import REGISTRY
 from scenarios.donor.config import DonorConfig
 from scenarios.donor.prompts import MAX_SURVIVOR_STRATEGIES, STRATEGY_CHARS
 from scenarios.market import templates as market_tpl
+from sim.contracts.backend import Backend
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "protocols.md").read_text()
@@ -136,7 +137,7 @@ GOVSIM_DEPARTURES = ["turn-taking", "the answer's form", "the answer's bounds", 
                      "more than five fishers", "the agreed limit as a norm", "variants not built"]
 
 
-class _Recorder:
+class _Recorder(Backend):
     """A backend that records every request with its rendered messages and answers it from `answer(request)`."""
 
     name = "llm"

@@ -77,7 +77,7 @@ def test_interrupted_sweep_resumes_to_the_uninterrupted_result(backend, tmp_path
     ids = sorted(clean)
     dead = _dead_pid()
     with store.engine.begin() as conn:  # an interruption: one run never started, one failed, one killed after tick 2
-        for table in ("agent_steps", "events", "llm_calls", "ticks"):
+        for table in ("agent_steps", "reward_vectors", "events", "llm_calls", "ticks"):
             conn.exec_driver_sql(f"DELETE FROM {table} WHERE run_id = '{ids[0]}'")
             conn.exec_driver_sql(f"DELETE FROM {table} WHERE run_id = '{ids[2]}' AND tick > 2")
         conn.exec_driver_sql(f"DELETE FROM run_agents WHERE run_id = '{ids[0]}'")  # (agents joined at 0: kept for ids[2])

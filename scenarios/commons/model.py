@@ -154,7 +154,8 @@ class CommonsModel(SocietyModel):
         # subclass makes requests or applies decisions its own way: SocietyModel.__init_subclass__)
         self._scripted = not self._late and all(f.policy == "scripted" for f in self.agents)
         # beside LLM fishers, the scripted ones still see one lake at harvest: one batch of them (observe_scripted)
-        self._scripted_fishers = tuple(f for f in self.agents if f.policy == "scripted") if not self._late else ()
+        # (found each month from the roster, so a fisher who leaves is never asked, nor kept alive by a cached tuple)
+        self._mixed = not self._late and not self._scripted and any(f.policy == "scripted" for f in self.agents)
 
     @property
     def history(self) -> Any:
@@ -230,10 +231,12 @@ class CommonsModel(SocietyModel):
 
     def observe_scripted(self, phase: str) -> Optional[RequestBatch]:
         """At harvest beside LLM fishers: the scripted fishers in one batch (the LLM ones are asked one by one)."""
-        if phase != "harvest" or self._scripted or not self._scripted_fishers:
+        if phase != "harvest" or not self._mixed:
             return None
-        return self.batch_request(self._scripted_fishers, phase, self._harvest_space(), 0.0, self._obs_base(),
-                                  self._question(phase))
+        scripted = tuple(f for f in self.agents if f.policy == "scripted")
+        if not scripted:
+            return None
+        return self.batch_request(scripted, phase, self._harvest_space(), 0.0, self._obs_base(), self._question(phase))
 
     def _request_talk(self, agent: Fisher, phase: str) -> DecisionRequest:
         return self._request(agent, phase, Text(max_tokens=40), "I will catch a fair share.", self._obs_base())
