@@ -214,7 +214,7 @@ def test_two_sampling_settings_of_the_embedded_model_kill9_resume_and_usage(tmp_
     resumed to the same result as an uninterrupted run; usage shown per group."""
     url = f"sqlite:///{tmp_path / 'donor.db'}"
     cfg = ROOT / "scenarios/donor/configs/two_models.yaml"
-    args = ["run", "donor", "--config", str(cfg), "--set", "agents=4", "--set", "generations=1", "--set", "rounds=3",
+    args = ["run", "donor", "--config", str(cfg), "--set", "agents=4", "--set", "generations=1", "--set", "rounds=4",
             "--set", "population=[{count: 2, name: greedy, llm: {temperature: 0.0}}, "
                      "{count: 2, name: sampled, llm: {temperature: 1.0}}]", "--seed", "2"]
     child = subprocess.Popen([sys.executable, "-m", "societas.cli", *args, "--db", url, "--json"], cwd=ROOT,
@@ -227,15 +227,13 @@ def test_two_sampling_settings_of_the_embedded_model_kill9_resume_and_usage(tmp_
         except Exception:  # noqa: BLE001 - not created yet
             pass
         time.sleep(0.2)
-    killed = child.poll() is None
-    if killed:
-        os.kill(child.pid, signal.SIGKILL)
+    assert child.poll() is None, "the run ended before it could be killed after a committed tick"
+    os.kill(child.pid, signal.SIGKILL)
     child.wait()
     store = Store(url)
     [run] = store.list_runs()
-    if killed:
-        assert run.status == "running" and run.ticks >= 1
-        assert cli_json("resume", run.id, db=url)["run_id"] == run.id
+    assert run.status == "running" and 1 <= run.ticks < 4  # killed mid-run
+    assert cli_json("resume", run.id, db=url)["run_id"] == run.id
     run = store.get_run(run.id)
     assert run.status in ("finished", "collapsed")
     assert replay_run(store, run.id)["matched"]
