@@ -324,9 +324,9 @@ def test_a_fork_takes_exactly_the_fields_its_scenario_reads_as_it_runs(name, sto
     cls = REGISTRY[name]
     parent = execute(build_spec(name, seed=2, sets=FORK_SETS[name]), store)
     may = fork_fields(cls)
+    config = cls.Config.model_validate(store.get_run(parent.run_id).spec["config"])  # (every field, set or not)
     for field, info in cls.Config.model_fields.items():
-        stored = store.get_run(parent.run_id).spec["config"]  # (a later field is left out of the spec while unset)
-        new = _other_value(info, parent_value := stored.get(field) if field in cls.Config.later_fields else stored[field])
+        new = _other_value(info, parent_value := getattr(config, field))
         if new is None or field == "population":
             continue
         runs_before = len(store.list_runs())

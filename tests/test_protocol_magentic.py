@@ -11,18 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm.prompts import builtin_template, render_messages
 from agents.scripted import ScriptedBackend
 from scenarios import get_scenario
 from scenarios.market import prompts as market_prompts
 from scenarios.market.conversation import amenity_reply, named_in
 from scenarios.market.participants import Inquiry
-from sim.contracts.backend import Backend
 from sim.core.contracts import Decision
-from sim.core.profiles import CONTRACT, profile
 from runner.config import build_spec
 from sim.tick.broker import DecisionBroker
 from sim.tick.probe import enter_first_tick
+from tests.recorder import Recorder
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "protocols.md").read_text()
@@ -55,29 +53,6 @@ QUOTES = [
 ]
 
 
-class Recorder(Backend):
-    """Answers every LLM request as the scripted `optimal` customer would, keeping the request with its messages."""
-
-    name = "llm"
-
-    def __init__(self, strategies) -> None:
-        self.scripted = ScriptedBackend(strategies)
-        self.seen: list[tuple[object, list[dict[str, str]]]] = []
-
-    def decide_batch(self, requests):
-        self.seen += [(r, render_messages(r, builtin_template(profile(CONTRACT)))) for r in requests]
-        return self.scripted.decide_batch(requests)
-
-    def decide_columns(self, batch):
-        return None
-
-    def bind(self, run_id, spec):
-        return None
-
-    def drain_calls(self):
-        return []
-
-
 def _model(*sets: str, seed: int = 0, recorder=None, config: str = CONFIG):
     cls = get_scenario("market")
     spec = build_spec("market", config_file=config, sets=["customers_n=6", "businesses_n=18", *sets])
@@ -89,7 +64,7 @@ def _model(*sets: str, seed: int = 0, recorder=None, config: str = CONFIG):
 
 
 def _run(*sets: str, seed: int = 0):
-    recorder = Recorder(get_scenario("market").strategies)
+    recorder = Recorder(ScriptedBackend(get_scenario("market").strategies).decide_batch)
     model = _model(*sets, seed=seed, recorder=recorder)
     for _ in range(model.config.max_steps):
         if not model.running:
@@ -229,7 +204,7 @@ def test_menu_pricing_refuses_a_discounting_business_and_leaves_the_ratio_at_men
     cls = get_scenario("market")
     with pytest.raises(ValueError, match="pricing=decide"):
         cls.Config(pricing="menu", businesses="discount")
-    model = _model(recorder=Recorder(cls.strategies))
+    model = _model(recorder=Recorder(ScriptedBackend(cls.strategies).decide_batch))
     assert model.ratio_optimum == model.optimal
 
 

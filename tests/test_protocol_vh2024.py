@@ -11,15 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from agents.llm.prompts import builtin_template, render_messages
 from agents.scripted import ScriptedBackend
 from scenarios import get_scenario
 from scenarios.donor import vh2024
-from sim.contracts.backend import Backend
-from sim.core.contracts import Decision
-from sim.core.profiles import CONTRACT, profile
+from sim.core.profiles import CONTRACT
 from runner.config import build_spec
 from sim.tick.broker import DecisionBroker
+from tests.recorder import Recorder, each
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "protocols.md").read_text()
@@ -69,38 +67,17 @@ PAPER_DONATION = (
 )
 
 
-class Recorder(Backend):
-    """Answers every LLM request (a strategy that names the paper's opening, 30% of the donor's units) and keeps
-    the request with the messages the built-in template renders for it."""
-
-    name = "llm"
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[object, list[dict[str, str]]]] = []
-
-    def decide_batch(self, requests):
-        out = []
-        for r in requests:
-            self.seen.append((r, render_messages(r, builtin_template(profile(CONTRACT)))))
-            value = ("I think about it. My strategy will be to give 30% to players who gave." if r.phase == "strategy"
-                     else round(0.3 * r.space.hi, 2))
-            out.append(Decision(r.agent_id, r.phase, value, "llm"))
-        return out
-
-    def decide_columns(self, batch):
-        return None
-
-    def bind(self, run_id, spec):
-        return None
-
-    def drain_calls(self):
-        return []
+def _answer(request):
+    """A strategy that names the paper's opening; a gift of 30% of the donor's units."""
+    if request.phase == "strategy":
+        return "I think about it. My strategy will be to give 30% to players who gave."
+    return round(0.3 * request.space.hi, 2)
 
 
 def _run(sets=("agents=6", "rounds=4", "generations=2"), contract: int = CONTRACT, config: str = CONFIG):
     cls = get_scenario("donor")
     spec = build_spec("donor", config_file=config, sets=list(sets))
-    recorder = Recorder()
+    recorder = Recorder(each(_answer))
     model = cls(cls.Config.model_validate(spec.config), seed=0, policy="llm", broker=DecisionBroker({"llm": recorder}),
                 contract=contract)
     for _ in range(model.config.total_rounds):

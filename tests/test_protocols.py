@@ -12,7 +12,7 @@ from scenarios import REGISTRY
 from scenarios.donor.config import DonorConfig
 from scenarios.donor.prompts import MAX_SURVIVOR_STRATEGIES, STRATEGY_CHARS
 from scenarios.market import templates as market_tpl
-from sim.contracts.backend import Backend
+from tests.recorder import Recorder, each
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "protocols.md").read_text()
@@ -137,36 +137,6 @@ GOVSIM_DEPARTURES = ["turn-taking", "the answer's form", "the answer's bounds", 
                      "more than five fishers", "the agreed limit as a norm", "variants not built"]
 
 
-class _Recorder(Backend):
-    """A backend that records every request with its rendered messages and answers it from `answer(request)`."""
-
-    name = "llm"
-
-    def __init__(self, answer) -> None:
-        self.answer, self.seen = answer, []
-
-    def decide_batch(self, requests):
-        from agents.llm.prompts import builtin_template
-        from agents.llm.prompts import render_messages
-        from sim.core.contracts import Decision
-        from sim.core.profiles import CONTRACT, profile
-
-        out = []
-        for r in requests:
-            self.seen.append((r, render_messages(r, builtin_template(profile(CONTRACT)))))
-            out.append(Decision(r.agent_id, r.phase, self.answer(r), "llm"))
-        return out
-
-    def decide_columns(self, batch):
-        return None
-
-    def bind(self, run_id, spec):
-        return None
-
-    def drain_calls(self):
-        return []
-
-
 def _govsim_month(catch: float = 8.0, said: str = "I propose we each catch at most 10 tons.", reading: str = "10",
                   months: int = 2, **sets):
     """govsim.yaml stepped `months` months with every LLM request recorded: each catch `catch`, each message `said`,
@@ -186,7 +156,7 @@ def _govsim_month(catch: float = 8.0, said: str = "I propose we each catch at mo
     fields = cls.Config.model_fields
     config = cls.Config(**{**{k: v for k, v in load_yaml(ROOT / "scenarios/commons/configs/govsim.yaml").items() if k in fields},
                            **sets})
-    recorder = _Recorder(answer)
+    recorder = Recorder(each(answer))
     model = cls(config, seed=0, broker=DecisionBroker({"llm": recorder}), policy="llm")
     for _ in range(months):
         if model.running:
