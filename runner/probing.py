@@ -190,10 +190,10 @@ def plan_probes(spec: RunSpec, names: Sequence[str] = (), seeds: int = DEFAULT_S
                 paraphrases: int = 0) -> tuple[type, list[Probe], list[Any]]:
     """(scenario class, the probes, each probe's config) for `spec`; UsageError for bad input, before anything runs."""
     if not isinstance(seeds, int) or isinstance(seeds, bool) or not MIN_SEEDS <= seeds <= MAX_SEEDS:
-        raise UsageError(f"--seeds (seeds=) must be a whole number from {MIN_SEEDS} to {MAX_SEEDS:,} (fewer seeds give no usable "
+        raise UsageError(f"--seeds must be a whole number from {MIN_SEEDS} to {MAX_SEEDS:,} (fewer seeds give no usable "
                          f"interval); got {seeds!r}")
     if not isinstance(paraphrases, int) or isinstance(paraphrases, bool) or not 0 <= paraphrases <= MAX_PARAPHRASES:
-        raise UsageError(f"--paraphrases (paraphrases=) must be a whole number from 0 to {MAX_PARAPHRASES}; got {paraphrases!r}")
+        raise UsageError(f"--paraphrases must be a whole number from 0 to {MAX_PARAPHRASES}; got {paraphrases!r}")
     cls = get_scenario(spec.scenario)
     if paraphrases and not spec.uses_llm:
         raise UsageError(f"--paraphrases rewords the prompts an LLM reads; policy {spec.policy!r} asks no LLM "

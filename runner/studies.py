@@ -383,6 +383,12 @@ def _of_group(state: AgentState, agents: Sequence[Any], group: str) -> list[Any]
     backends = {b for b, names in holders.items() if group in names} | ({group} if group in holders else set())
     chosen = [a for a in agents if a.backend in backends or type(a).__name__.lower() == group]
     if not chosen:
+        config = state.model.config
+        scripted = {g.name or f"group {k + 1}": g.policy or state.spec.policy
+                    for k, g in enumerate(config.population or ())}
+        if group in scripted and scripted[group] != "llm":
+            raise UsageError(f"group {group[:40]!r} of run {state.run.id} is {scripted[group]}: a scripted agent cannot "
+                             "be asked (its decisions are a strategy's); ask a group of LLM agents")
         names = sorted({n for names in holders.values() for n in names} | set(holders)
                        | {type(a).__name__.lower() for a in agents})
         raise UsageError(f"bad value for '--group': {group[:40]!r}; groups of run {state.run.id}: {', '.join(names)}")

@@ -96,8 +96,10 @@ def test_scripted_agents_of_a_mixed_run_are_refused_or_skipped(tmp_path):
         interview(store, run_id, 9, "Why?")
     polled = survey(store, run_id, "Why?", max_tokens=4)
     assert [r["agent_id"] for r in polled.rows] == [1] and polled.skipped == 1
-    with pytest.raises(UsageError, match="--group"):
+    with pytest.raises(UsageError, match="group 'mute' .* is scripted: a scripted agent cannot be asked"):
         survey(store, run_id, "Why?", group="mute")
+    with pytest.raises(UsageError, match="bad value for '--group'"):
+        survey(store, run_id, "Why?", group="nobody")
     runs = store.count_runs()
     for bad in (["survey", run_id, ""], ["survey", run_id, "Why?", "--choices", "a"],
                 ["interview", run_id, "Why?", "--agent", "1", "--tick", "99"]):

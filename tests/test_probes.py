@@ -138,7 +138,7 @@ def test_the_requests_of_one_seed_differ_only_in_the_probed_variable(tmp_path):
 def test_bad_probe_input_is_one_line_and_stores_nothing(tmp_path):
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     for args, says in ((["probe", "commons", "--probe", "nope", "--policy", "scripted"], "unknown probe 'nope'"),
-                       (["probe", "commons", "--seeds", "1", "--policy", "scripted"], "--seeds (seeds=) must be"),
+                       (["probe", "commons", "--seeds", "1", "--policy", "scripted"], "--seeds must be"),
                        (["probe", "nosuch", "--policy", "scripted"], "unknown scenario"),
                        (["probe", "donor", "--set", "agents=2", "--set", "rounds=2", "--policy", "scripted"],
                         "needs at least 3 players")):
@@ -393,7 +393,7 @@ def test_paraphrases_report_each_wordings_effect_its_spread_and_a_flip(tmp_path)
     assert r.responds and r.flips and [w["responds"] for w in r.wordings] == [True, False, False]
     assert r.spread() == (0.0, 9.0) and "flips under rewording 1, 2" in r.verdict()
     assert store.get_run(got.run_id).final_metrics["catch_by_stock.flips"] == 1.0
-    bad = ((["--paraphrases", "9"], "--paraphrases (paraphrases=) must be"),
+    bad = ((["--paraphrases", "9"], "--paraphrases must be"),
            (["--paraphrases", "1", "--policy", "scripted"], "asks no LLM"))
     for args, says in bad:
         proc = cli("probe", "commons", *args, db=f"sqlite:///{tmp_path / 'cli.db'}")
