@@ -73,8 +73,12 @@ def db_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def store(db_url: str) -> Store:
-    return Store(db_url)
+def store(db_url: str) -> Iterator[Store]:
+    """A fresh SQLite store, its connections closed after the test (a suite of ~1,500 tests otherwise holds
+    hundreds of open database files until the garbage collector finds them)."""
+    opened = Store(db_url)
+    yield opened
+    opened.close()
 
 
 def scripted_model(scenario: str, *, config_file: str | None = None, sets: tuple[str, ...] | list[str] = (),
