@@ -5,9 +5,9 @@ fastest way each database takes many rows, the same rows whichever way is taken.
 - SQLite: multi-row `INSERT ... VALUES (...), (...)`, as many rows a statement as its limit on bound values allows;
 - any other database or driver: the driver's executemany.
 
-At 100,000 rows a tick, COPY costs PostgreSQL and the client together about a third of the CPU of
-executemany, and SQLite's multi-row statements about half of its executemany
-(`benchmarks/store_scale.py`). Rows go in in the order given, so ids (and every read ordered by them)
+At 100,000 agent steps a tick, a tick's commit through COPY costs PostgreSQL and the client together
+under a third of the CPU it costs through executemany, and through SQLite's multi-row statements about 80% of
+it (the INSERTs alone: ~55%) (`benchmarks/store_scale.py`). Rows go in in the order given, so ids (and every read ordered by them)
 come out as they would one by one. Everything runs on the caller's connection, inside its
 transaction: a tick is still one commit.
 """
