@@ -44,6 +44,7 @@ docs: bootstrap
 
 bench: bootstrap
 	$(PY) benchmarks/engine.py
+	$(PY) benchmarks/store_scale.py
 	$(PY) benchmarks/cli.py
 	$(PY) benchmarks/llm_throughput.py
 	$(PY) benchmarks/llm_scale.py

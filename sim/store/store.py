@@ -28,6 +28,7 @@ from sim.core.errors import RunTaken, UsageError
 from sim.core.interrupts import shielded
 from sim.core.records import StepColumns, TickRecord, reward_vectors
 from sim.core.spec import RunSpec
+from sim.store.bulk import driver_rows, insert_rows
 from sim.store.encoding import dumps, json_safe
 from sim.store.schema import as_url, make_engine
 from sim.store.snapshots import TickSnapshot
@@ -63,9 +64,6 @@ class Store:
         url = as_url(url)  # a bare file path is a SQLite file
         self.url = url
         self.engine = make_engine(url, create=create)
-        mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-        cols = ("run_id", "tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason", "memory")
-        self._steps_sql = f"INSERT INTO agent_steps ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
 
     # ----- writing ----------------------------------------------------------------------
     def create_run(self, spec: RunSpec, versions: dict[str, str], *, origin: str = "run", parent_id: Optional[str] = None,
@@ -91,9 +89,9 @@ class Store:
     def record_tick(self, run_id: str, record: TickRecord, llm_calls: Iterable[dict[str, Any]] = (), duration_s: float = 0.0) -> None:
         """Commit a tick, its agent steps, events and LLM calls, and the run's progress, at once.
 
-        Rows go in bulk (one executemany per table, SQLAlchemy Core), not object by object
-        through the ORM: a tick of 10,000 agents costs milliseconds, not seconds. The steps' reward
-        vectors go in one packed row (sim.store.vectors).
+        The big tables' rows (agent steps, events, LLM calls) go in bulk (sim.store.bulk: COPY on
+        PostgreSQL, multi-row INSERTs on SQLite), encoded here once, not row by row through the ORM; the
+        steps' reward vectors go in one packed row (sim.store.vectors).
         """
         t = record.tick
         if isinstance(record.steps, StepColumns):
@@ -101,21 +99,20 @@ class Store:
         else:
             steps = [st.row((run_id, t), dumps) for st in record.steps]
         vectors = reward_vectors(record.steps)
-        events = [{"run_id": run_id, "tick": t, "kind": ev.kind, "actor": ev.actor, "target": ev.target, "data": ev.data}
-                  for ev in record.events]
-        calls = [{"run_id": run_id, **c} for c in llm_calls]
+        dialect = self.engine.dialect
+        events = driver_rows(dialect, EventRow.__table__, _EVENT_COLUMNS,
+                             ({"run_id": run_id, "tick": t, "kind": ev.kind, "actor": ev.actor, "target": ev.target,
+                               "data": ev.data} for ev in record.events), dumps)
+        calls = driver_rows(dialect, LLMCall.__table__, _CALL_COLUMNS, (_call_row({"run_id": run_id, **c}) for c in llm_calls),
+                            dumps)
         with self.engine.begin() as conn:
             conn.execute(insert(Tick.__table__), [{"run_id": run_id, "tick": t, "metrics": record.metrics,
                                                    "state": record.state, "duration_s": duration_s}])
-            if steps:
-                # the big table: straight to the driver's executemany with JSON already encoded
-                conn.exec_driver_sql(self._steps_sql, steps)
+            insert_rows(conn, AgentStep.__table__, _STEP_COLUMNS, steps)
             if vectors is not None:
                 conn.execute(insert(RewardVectorsRow.__table__), [{"run_id": run_id, "tick": t, "data": pack(vectors)}])
-            if events:
-                conn.execute(insert(EventRow.__table__), events)
-            if calls:
-                conn.execute(insert(LLMCall.__table__), [_call_row(c) for c in calls])
+            insert_rows(conn, EventRow.__table__, _EVENT_COLUMNS, events)
+            insert_rows(conn, LLMCall.__table__, _CALL_COLUMNS, calls)
             conn.execute(update(Run.__table__).where(Run.__table__.c.id == run_id).values(ticks=t, heartbeat_at=utc_now()))
 
     def set_initial(self, run_id: str, initial: dict[str, Any]) -> None:
@@ -132,14 +129,14 @@ class Store:
         if not profiles:
             return
         table = RunAgent.__table__
-        core = ("agent_id", "joined", "role", "policy", "strategy", "persona")
+        core = _AGENT_COLUMNS[1:-1]
         with self.engine.begin() as conn:
             have = set(conn.execute(sa_select(table.c.agent_id).where(table.c.run_id == run_id)).scalars())
-            rows = [{"run_id": run_id, **{k: p.get(k) for k in core},
-                     "profile": json_safe({k: v for k, v in p.items() if k not in core})}
-                    for p in profiles if int(p["agent_id"]) not in have]
-            if rows:
-                conn.execute(insert(table), rows)
+            rows = driver_rows(conn.dialect, table, _AGENT_COLUMNS,
+                               ({"run_id": run_id, **{k: p.get(k) for k in core},
+                                 "profile": json_safe({k: v for k, v in p.items() if k not in core})}
+                                for p in profiles if int(p["agent_id"]) not in have), dumps)
+            insert_rows(conn, table, _AGENT_COLUMNS, rows)
 
     def run_agents(self, run_id: str) -> list[RunAgent]:
         """The agents of a run, by id ([] for runs stored before `run_agents`)."""
@@ -393,12 +390,23 @@ class Store:
             return list(s.exec(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.created_at)).all())
 
 
+#: the columns each bulk insert fills (sim.store.bulk), in the order of its rows; ids come from the database
+_STEP_COLUMNS = ("run_id", "tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason", "memory")
+_EVENT_COLUMNS = ("run_id", "tick", "kind", "actor", "target", "data")
+_CALL_COLUMNS = tuple(c.name for c in LLMCall.__table__.columns if c.name != "id")
+_CALL_KEYS = frozenset(_CALL_COLUMNS)
+_AGENT_COLUMNS = ("run_id", "agent_id", "joined", "role", "policy", "strategy", "persona", "profile")
+
 _LLM_DEFAULTS = {"tokens_in": 0, "tokens_out": 0, "latency_s": 0.0, "cache_hit": False, "fallback": False, "attempts": 1, "value": None,
                  "completion_ids": None, "logprobs": None}
 
 
 def _call_row(call: dict[str, Any]) -> dict[str, Any]:
-    """An llm_calls row with every column present (executemany needs the same keys in each row)."""
+    """An llm_calls row with every column present; a key that is no column of it is refused (as SQLAlchemy's insert
+    refused it), not dropped."""
+    unknown = call.keys() - _CALL_KEYS
+    if unknown:
+        raise ValueError(f"an LLM call record with keys that are no llm_calls column: {', '.join(sorted(unknown))}")
     return {**_LLM_DEFAULTS, **call}
 
 
