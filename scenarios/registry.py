@@ -19,7 +19,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union, overload
 
@@ -29,7 +30,7 @@ from sim.core.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover - for type checkers: the class is imported when a scenario is checked
     from sim.tick.model import SocietyModel
 
-__all__ = ["REGISTRY", "BUILTIN", "BUILTIN_REFS", "get_scenario", "find_scenario", "reference_of", "resolve",
+__all__ = ["REGISTRY", "BUILTIN", "BUILTIN_REFS", "Description", "describe", "get_scenario", "find_scenario", "reference_of", "resolve",
            "register", "register_strategy", "is_reference"]
 
 M = TypeVar("M", bound="type[SocietyModel]")
@@ -44,6 +45,28 @@ BUILTIN_REFS: dict[str, str] = {
     "gathering": "scenarios.grid.model:GatheringModel",
     "cleanup": "scenarios.grid.model:CleanupModel",
 }
+
+#: what readers of a built-in's stored runs need of it, without its world (no Mesa): each a `Description`
+BUILTIN_DESCRIPTIONS: dict[str, str] = {
+    "commons": "scenarios.commons.describe:DESCRIPTION",
+    "donor": "scenarios.donor.describe:DESCRIPTION",
+    "market": "scenarios.market.describe:DESCRIPTION",
+    "social": "scenarios.social.describe:DESCRIPTION",
+    "gathering": "scenarios.grid.describe:GATHERING",
+    "cleanup": "scenarios.grid.describe:CLEANUP",
+}
+
+
+@dataclass(frozen=True)
+class Description:
+    """A scenario as a reader of its stored runs sees it (`show`, usage and cost): its config class, its metric docs
+    and the published values its runs are compared with. A built-in's lives in a module that imports no Mesa (its class reads the same config and
+    report modules); any scenario class answers the same attribute names."""
+
+    Config: type
+    tick_metric_docs: Mapping[str, str]
+    final_metric_docs: Mapping[str, str]
+    reference: Mapping[str, Any] = field(default_factory=dict)
 
 
 class _Registry(dict):
@@ -183,6 +206,15 @@ def get_scenario(ref: Union[str, type[SocietyModel]]) -> type[SocietyModel]:
         return _load_reference(ref)
     raise UsageError(f"unknown scenario {ref!r}; valid: {', '.join(sorted(REGISTRY))}, "
                      "or a reference module:Class or path/to/file.py:Class")
+
+
+def describe(ref: str) -> Optional[Any]:
+    """What a reader of stored runs needs of scenario `ref` (a `Description`'s attributes): a built-in's without
+    importing its world, any other scenario's class (loaded by reference); None when it cannot be loaded here."""
+    if ref in BUILTIN:  # (a built-in's name is never given to another class: see `register`)
+        module, _, name = BUILTIN_DESCRIPTIONS[ref].partition(":")
+        return getattr(importlib.import_module(module), name)
+    return REGISTRY.get(ref)
 
 
 def find_scenario(ref: str) -> Optional[type[SocietyModel]]:
