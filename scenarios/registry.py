@@ -1,9 +1,11 @@
 """The scenario registry: a stable name for every scenario class, and user scenarios by reference.
 
 Adding a scenario to the package = one package with a `SocietyModel` subclass, plus one line in
-`BUILTIN_REFS` below (its name and `module:Class`). The registry names scenarios without loading
-them: a built-in class is imported the first time it is used (`societas --help` and `list` load no
-scenario, `show RUN` only the run's). A scenario of your own needs no change here:
+`BUILTIN_REFS` below (its name and `module:Class`) and one in `BUILTIN_DESCRIPTIONS` (its `Description`:
+config and metric docs from modules that import no Mesa, what readers of stored runs need). The registry
+names scenarios without loading them: a built-in class is imported the first time it is used (`societas
+--help` and `list` load no scenario, `show RUN` only the run's description). A scenario of your own needs
+no change here:
 
 - decorate its class with `@register` (also `sim.register`): `get_scenario("its name")` finds it
   in the process that imported it (a script, a notebook);
@@ -30,8 +32,8 @@ from sim.core.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover - for type checkers: the class is imported when a scenario is checked
     from sim.tick.model import SocietyModel
 
-__all__ = ["REGISTRY", "BUILTIN", "BUILTIN_REFS", "Description", "describe", "get_scenario", "find_scenario", "reference_of", "resolve",
-           "register", "register_strategy", "is_reference"]
+__all__ = ["REGISTRY", "BUILTIN", "BUILTIN_REFS", "BUILTIN_DESCRIPTIONS", "Description", "describe", "get_scenario",
+           "find_scenario", "reference_of", "resolve", "register", "register_strategy", "is_reference"]
 
 M = TypeVar("M", bound="type[SocietyModel]")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,8 +62,8 @@ BUILTIN_DESCRIPTIONS: dict[str, str] = {
 @dataclass(frozen=True)
 class Description:
     """A scenario as a reader of its stored runs sees it (`show`, usage and cost): its config class, its metric docs
-    and the published values its runs are compared with. A built-in's lives in a module that imports no Mesa (its class reads the same config and
-    report modules); any scenario class answers the same attribute names."""
+    and the published values its runs are compared with. A built-in's lives in a module that imports no Mesa (its
+    class reads the same config and report modules); any scenario class answers the same attribute names."""
 
     Config: type
     tick_metric_docs: Mapping[str, str]

@@ -18,6 +18,7 @@ A run's reward is `sum_c weights[c] * component_c` per agent (`reward_weights`, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -63,7 +64,9 @@ def inequity_columns(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if n < 2:
         return np.zeros(n), np.zeros(n)
     if n <= SMALL:
-        return _inequity_few(x.tolist())
+        few = x.tolist()
+        if math.isfinite(sum(few)):  # (the array path orders NaNs its own way)
+            return _inequity_few(few)
     order = np.argsort(x, kind="stable")
     ranked = x[order]
     prefix = np.concatenate(([0.0], np.cumsum(ranked)))
