@@ -22,7 +22,7 @@ from typing import Any, Optional
 import yaml
 from pydantic import ValidationError
 
-from scenarios.registry import get_scenario
+from scenarios.registry import describe
 from sim.core.errors import UsageError
 from sim.core.spec import LLMSpec, group_llm
 from sim.store.store import Store
@@ -90,8 +90,10 @@ def load_prices(path: Optional[str | Path] = None) -> Prices:
 def run_models(spec: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """Backend -> (who plays it, the model's label) for a stored run's spec; {} where the scenario cannot be read."""
     try:
-        cls = get_scenario(spec["scenario"])
-        config = cls.Config.model_validate(spec.get("config") or {})
+        scenario = describe(spec["scenario"])
+        if scenario is None:
+            return {}
+        config = scenario.Config.model_validate(spec.get("config") or {})
         run_llm = LLMSpec.model_validate(spec.get("llm") or {})
     except (UsageError, ValidationError, KeyError, TypeError):
         return {}

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from scenarios.registry import REGISTRY
+from scenarios.registry import describe
 
 
 def comparison_rows(scenario: str, final_metrics: Mapping[str, Optional[float]]) -> list[dict[str, Any]]:
     """One row per published value: metric, value (the run's), published, difference (value - published; None if
     either is missing), source. No rows for a scenario without references, or one that cannot be loaded here."""
-    reference = getattr(REGISTRY.get(scenario), "reference", None) or {}
+    reference = getattr(describe(scenario), "reference", None) or {}
     rows = []
     for metric, entry in reference.items():
         set_by = ""

@@ -7,7 +7,7 @@ from typing import Any, Optional
 from agents.sandbox.levels import of_run as sandbox_of_run
 from analysis.model_usage import Prices, model_usage, total_cost
 from analysis.reference import comparison_rows
-from scenarios.registry import REGISTRY
+from scenarios.registry import describe
 from sim.reward.docs import scenario_metric_docs
 from sim.store.liveness import liveness
 from sim.store.store import Store
@@ -63,7 +63,7 @@ def run_summary(store: Store, run_id: str, prices: Optional[Prices] = None) -> d
         "decided_by": run.backends or run.policy, "cached": bool(run.cached),
         "config": run.spec.get("config", {}), "spec": run.spec, "versions": run.versions,
         "sandbox": _sandbox(run.spec),
-        "final_metrics": run.final_metrics, "metric_docs": scenario_metric_docs(REGISTRY.get(run.scenario)),
+        "final_metrics": run.final_metrics, "metric_docs": scenario_metric_docs(describe(run.scenario)),
         "reference": comparison_rows(run.scenario, run.final_metrics or {}),
         "per_tick": [{"tick": t.tick, "metrics": t.metrics} for t in store.ticks(run_id)],
         "fallbacks": store.fallback_count(run_id),

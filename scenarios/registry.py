@@ -1,9 +1,11 @@
 """The scenario registry: a stable name for every scenario class, and user scenarios by reference.
 
 Adding a scenario to the package = one package with a `SocietyModel` subclass, plus one line in
-`BUILTIN_REFS` below (its name and `module:Class`). The registry names scenarios without loading
-them: a built-in class is imported the first time it is used (`societas --help` and `list` load no
-scenario, `show RUN` only the run's). A scenario of your own needs no change here:
+`BUILTIN_REFS` below (its name and `module:Class`) and one in `BUILTIN_DESCRIPTIONS` (its `Description`:
+config and metric docs from modules that import no Mesa, what readers of stored runs need). The registry
+names scenarios without loading them: a built-in class is imported the first time it is used (`societas
+--help` and `list` load no scenario, `show RUN` only the run's description). A scenario of your own needs
+no change here:
 
 - decorate its class with `@register` (also `sim.register`): `get_scenario("its name")` finds it
   in the process that imported it (a script, a notebook);
@@ -19,7 +21,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union, overload
 
@@ -29,8 +32,8 @@ from sim.core.errors import UsageError
 if TYPE_CHECKING:  # pragma: no cover - for type checkers: the class is imported when a scenario is checked
     from sim.tick.model import SocietyModel
 
-__all__ = ["REGISTRY", "BUILTIN", "BUILTIN_REFS", "get_scenario", "find_scenario", "reference_of", "resolve",
-           "register", "register_strategy", "is_reference"]
+__all__ = ["REGISTRY", "BUILTIN", "BUILTIN_REFS", "BUILTIN_DESCRIPTIONS", "Description", "describe", "get_scenario",
+           "find_scenario", "reference_of", "resolve", "register", "register_strategy", "is_reference"]
 
 M = TypeVar("M", bound="type[SocietyModel]")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,6 +47,28 @@ BUILTIN_REFS: dict[str, str] = {
     "gathering": "scenarios.grid.model:GatheringModel",
     "cleanup": "scenarios.grid.model:CleanupModel",
 }
+
+#: what readers of a built-in's stored runs need of it, without its world (no Mesa): each a `Description`
+BUILTIN_DESCRIPTIONS: dict[str, str] = {
+    "commons": "scenarios.commons.describe:DESCRIPTION",
+    "donor": "scenarios.donor.describe:DESCRIPTION",
+    "market": "scenarios.market.describe:DESCRIPTION",
+    "social": "scenarios.social.describe:DESCRIPTION",
+    "gathering": "scenarios.grid.describe:GATHERING",
+    "cleanup": "scenarios.grid.describe:CLEANUP",
+}
+
+
+@dataclass(frozen=True)
+class Description:
+    """A scenario as a reader of its stored runs sees it (`show`, usage and cost): its config class, its metric docs
+    and the published values its runs are compared with. A built-in's lives in a module that imports no Mesa (its
+    class reads the same config and report modules); any scenario class answers the same attribute names."""
+
+    Config: type
+    tick_metric_docs: Mapping[str, str]
+    final_metric_docs: Mapping[str, str]
+    reference: Mapping[str, Any] = field(default_factory=dict)
 
 
 class _Registry(dict):
@@ -183,6 +208,15 @@ def get_scenario(ref: Union[str, type[SocietyModel]]) -> type[SocietyModel]:
         return _load_reference(ref)
     raise UsageError(f"unknown scenario {ref!r}; valid: {', '.join(sorted(REGISTRY))}, "
                      "or a reference module:Class or path/to/file.py:Class")
+
+
+def describe(ref: str) -> Optional[Any]:
+    """What a reader of stored runs needs of scenario `ref` (a `Description`'s attributes): a built-in's without
+    importing its world, any other scenario's class (loaded by reference); None when it cannot be loaded here."""
+    if ref in BUILTIN:  # (a built-in's name is never given to another class: see `register`)
+        module, _, name = BUILTIN_DESCRIPTIONS[ref].partition(":")
+        return getattr(importlib.import_module(module), name)
+    return REGISTRY.get(ref)
 
 
 def find_scenario(ref: str) -> Optional[type[SocietyModel]]:

@@ -80,6 +80,20 @@ def test_reading_a_store_loads_no_scenario_and_no_migration_tool(tmp_path, small
     assert loaded.isdisjoint((*HEAVY, "alembic")), sorted(loaded & {*HEAVY, "alembic"})
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_showing_a_run_loads_no_world(tmp_path, small_store, as_json):
+    """`show RUN` reads the run's scenario through its description (config, metric docs, published values): no Mesa,
+    no pandas, SciPy or model, no Alembic; and it still prints the metrics' meanings."""
+    url, _ = small_store
+    run_id = json.loads(cli("list", "--json", db=url).stdout)[0]["run_id"]
+    code, loaded = loaded_by(tmp_path, "show", run_id, *(["--json"] if as_json else []), "--db", url)
+    assert code == 0
+    assert loaded.isdisjoint((*HEAVY, "alembic")), sorted(loaded & {*HEAVY, "alembic"})
+    summary = json.loads(cli("show", run_id, "--json", db=url).stdout)
+    assert summary["metric_docs"]["final"]["survival_time"].startswith("months harvested")
+    assert summary["metric_docs"]["tick"]["perolat_peace"]
+
+
 def test_naming_the_scenarios_loads_none():
     """The registry lists every built-in name without importing a scenario (or Mesa); each name, once used, is
     the class that bears it."""

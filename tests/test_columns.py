@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from agents.scripted import ScriptedBackend
 from sim.contracts.backend import Backend
+from sim.contracts.memory import Memory
 from scenarios.commons.model import CommonsModel
 from sim.reward import metrics
 from sim.tick.broker import DecisionBroker
@@ -373,3 +374,36 @@ def test_step_rows_encode_values_that_are_equal_but_written_differently_apart():
     ids = sorted(chosen)
     cols = StepColumns(ids, ["scripted"] * 7, [0.0] * 7, [0.0] * 7, [("x", chosen)], {}, {})
     assert [r[2] for r in cols.rows((), dumps)] == [dumps({"x": chosen[a]}) for a in ids]
+
+
+def test_a_changed_memory_is_recorded_once_however_it_changed():
+    """A tick records the memories that changed since they were last recorded, and only those: a change by `add`, by
+    a subclass that bumps `version` itself, a replaced memory; a tick where none changed records none (the records
+    skip looking then)."""
+
+    class Noted(Memory):
+        def note(self) -> None:
+            self.summary += "noted"
+            self.version += 1
+
+    spec = build_spec("commons", sets=["fishers=6", "months=8", "strategy=random"], seed=2)
+    model = CommonsModel(CommonsModel.Config.model_validate(spec.config), seed=2,
+                         broker=DecisionBroker({"scripted": ScriptedBackend(CommonsModel.strategies)}))
+    fishers = sorted(model.agents, key=lambda a: a.unique_id)
+
+    def recorded() -> dict:
+        model.step()
+        return model.last_record.steps.memories
+
+    assert recorded() == {} and recorded() == {}
+    fishers[1].memory.add(model.tick, "observation", "the lake looks low")
+    assert list(recorded()) == [fishers[1].unique_id]
+    assert recorded() == {}
+    fresh = Noted()
+    fresh.add(model.tick, "note", "a memory brought along")
+    fishers[2].memory = fresh
+    assert list(recorded()) == [fishers[2].unique_id]  # a memory replaced by one of another version
+    fishers[2].memory.note()
+    fishers[4].memory.relate(fishers[0].unique_id, 0.5)
+    assert sorted(recorded()) == [fishers[2].unique_id, fishers[4].unique_id]
+    assert recorded() == {}

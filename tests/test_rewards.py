@@ -1,7 +1,9 @@
 """Reward modes, feedback and the norm ledger on hand-computed cases."""
 
+import numpy as np
 import pytest
 
+from sim.reward import components
 from sim.reward.norms import NormLedger
 from sim.reward.rewards import RewardLayer, compute_rewards
 
@@ -49,3 +51,21 @@ def test_norm_ledger_records_and_counts():
     assert ledger.sanctioned() == {2}
     assert len(ledger.flush()) == 4
     assert ledger.tick_counts()["sanction"] == 0 and ledger.totals["sanction"] == 1
+
+
+@pytest.mark.parametrize("kind", ["normal", "integers", "extremes", "tenths"])
+def test_few_payoffs_give_the_same_inequity_bits_as_the_array_path(kind, monkeypatch):
+    """Up to SMALL payoffs, envy and guilt are taken on Python floats; they are the array path's to the bit (signed
+    zeros, ties, huge and subnormal payoffs included), so a stored reward vector does not depend on which ran."""
+    rng = np.random.default_rng(len(kind))
+    draw = {"normal": lambda n: rng.normal(size=n) * 10, "integers": lambda n: rng.integers(-3, 4, size=n) * 1.0,
+            "extremes": lambda n: rng.choice([0.0, -0.0, 1.5, -2.25, 1e300, -1e300, 5e-324], size=n),
+            "tenths": lambda n: np.round(rng.random(n) * 3, 1) * rng.choice([1, -1], size=n)}[kind]
+    small = components.SMALL
+    for _ in range(1500):
+        x = draw(int(rng.integers(2, small + 1)))
+        few = components.inequity_columns(x)
+        monkeypatch.setattr(components, "SMALL", 0)
+        arrays = components.inequity_columns(x)
+        monkeypatch.setattr(components, "SMALL", small)
+        assert [c.tobytes() for c in few] == [c.tobytes() for c in arrays], x.tolist()

@@ -11,6 +11,7 @@ import pytest
 import sim
 from conftest import cli_json, cli_process
 from scenarios import REGISTRY, get_scenario, reference_of, register, register_strategy
+from scenarios.registry import BUILTIN, describe
 from scenarios.commons import CommonsModel
 from sim.core.errors import UsageError
 from sim.model import SocietyModel
@@ -252,6 +253,19 @@ def test_stored_references_are_found_by_readers_of_runs(tmp_path):
     assert REGISTRY.get(f"{path}:Auction").name == "auction_user"
     assert REGISTRY.get(f"{tmp_path / 'gone.py'}:Auction") is None
     assert json.loads(json.dumps(reference_of(f"{path}:Auction"))) == f"{path}:Auction"
+    assert describe(f"{path}:Auction") is REGISTRY.get(f"{path}:Auction")  # a user scenario describes itself
+    assert describe(f"{tmp_path / 'gone.py'}:Auction") is None
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_a_builtin_description_says_what_its_class_says(name):
+    """A built-in's Mesa-free description (what `show` reads) has its class's config, metric docs and published
+    values: the two cannot drift apart."""
+    described, cls = describe(name), get_scenario(name)
+    assert described.Config is cls.Config
+    assert dict(described.tick_metric_docs) == dict(cls.tick_metric_docs) and described.tick_metric_docs
+    assert dict(described.final_metric_docs) == dict(cls.final_metric_docs) and described.final_metric_docs
+    assert dict(described.reference) == dict(getattr(cls, "reference", None) or {})
 
 
 # ----- user strategies and prompt templates by reference ------------------------------------------------------

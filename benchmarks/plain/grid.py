@@ -22,7 +22,7 @@ from mesa.discrete_space import CellAgent
 
 from scenarios.grid import maps as grid_maps
 from scenarios.grid.maps import GridMap
-from scenarios.grid.model import CleanupConfig, GatheringConfig
+from scenarios.grid.config import CleanupConfig, GatheringConfig
 from scenarios.grid.world import STAND, GridWorld, Rules, move
 
 

@@ -1,6 +1,15 @@
-"""The fishery commons (GovSim)."""
+"""The fishery commons (GovSim).
 
-from scenarios.commons.config import CommonsConfig
-from scenarios.commons.model import CommonsModel
+Its classes are imported when first named (`from scenarios.commons import ...`): importing a submodule that needs
+no world (its config, its metric docs) loads no Mesa.
+"""
 
-__all__ = ["CommonsConfig", "CommonsModel"]
+from __future__ import annotations
+
+from sim.core.lazy import lazy_exports
+
+#: exported name -> the submodule that defines it
+_EXPORTS = {"CommonsConfig": "config", "CommonsModel": "model"}
+
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -1,6 +1,15 @@
-"""The donor game across generations (Vallinder & Hughes 2024)."""
+"""The donor game across generations (Vallinder & Hughes 2024).
 
-from scenarios.donor.config import DonorConfig
-from scenarios.donor.model import DonorModel
+Its classes are imported when first named (`from scenarios.donor import ...`): importing a submodule that needs
+no world (its config, its metric docs) loads no Mesa.
+"""
 
-__all__ = ["DonorConfig", "DonorModel"]
+from __future__ import annotations
+
+from sim.core.lazy import lazy_exports
+
+#: exported name -> the submodule that defines it
+_EXPORTS = {"DonorConfig": "config", "DonorModel": "model"}
+
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scenarios.grid import legacy
+from scenarios.grid.world import bit_string
 from sim.tick.editions import Editions
 
 if TYPE_CHECKING:
@@ -35,9 +36,9 @@ def recorded_state(model: "GridModel") -> dict[str, Any]:
     positions in the state's order)."""
     w = model.world
     out = legacy.positions_and_apples(model)
-    out["waste"] = "".join("1" if w.waste[r, c] else "0" for r, c in w.river.tolist())
-    out["beams"] = [int(i) for i in w.fired.nonzero()[0]]
-    out["cleans"] = [int(i) for i in w.cleaning.nonzero()[0]]
+    out["waste"] = bit_string(w.river_waste())
+    out["beams"] = w.fired.nonzero()[0].tolist()
+    out["cleans"] = w.cleaning.nonzero()[0].tolist()
     return out
 
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from scenarios.grid.world import bit_string
+
 if TYPE_CHECKING:
     from scenarios.grid.model import GridModel
 
@@ -22,4 +24,4 @@ def positions_and_apples(model: "GridModel") -> dict[str, Any]:
     w = model.world
     return {"episode": model.episode, "step": model.step_in_episode(),
             "agents": np.column_stack([w.pos, w.orient, w.timeout]).ravel().tolist(),
-            "apples": "".join("1" if a else "0" for a in w.alive_apples().tolist())}
+            "apples": bit_string(w.alive_apples())}

@@ -281,6 +281,10 @@ class GridWorld:
             return r.apple_respawn_prob
         return (1.0 - (share - r.restoration) / (r.depletion - r.restoration)) * r.apple_respawn_prob
 
+    def river_waste(self) -> np.ndarray:
+        """Whether each river cell is polluted, in the map's reading order of the river."""
+        return self.waste[self.river[:, 0], self.river[:, 1]] if len(self.river) else np.zeros(0, dtype=bool)
+
     def alive_apples(self) -> np.ndarray:
         return self.apples[self.apple_pos[:, 0], self.apple_pos[:, 1]] if len(self.apple_pos) else np.zeros(0, dtype=bool)
 
@@ -406,3 +410,9 @@ class GridWorld:
             if 0 <= rr < h and 0 <= cc < w and field[rr, cc] == here - 1:
                 return (dr, dc)
         return (0, 0)
+
+
+def bit_string(flags: np.ndarray) -> str:
+    """One character a flag, '1' where it is set (non-zero) and '0' where not: a stored state's apples and waste, made
+    in one pass over the array (the string `"".join("1" if f else "0" for f in flags)` is, byte for byte)."""
+    return ((np.asarray(flags) != 0).astype(np.uint8) + 48).tobytes().decode("ascii")  # (48: the character '0')

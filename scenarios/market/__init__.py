@@ -1,6 +1,15 @@
-"""The two-sided market of Magentic Marketplace (microsoft/multi-agent-marketplace)."""
+"""The two-sided market of Magentic Marketplace (microsoft/multi-agent-marketplace).
 
-from scenarios.market.config import MarketConfig
-from scenarios.market.model import MarketModel
+Its classes are imported when first named (`from scenarios.market import ...`): importing a submodule that needs
+no world (its config, its metric docs) loads no Mesa.
+"""
 
-__all__ = ["MarketConfig", "MarketModel"]
+from __future__ import annotations
+
+from sim.core.lazy import lazy_exports
+
+#: exported name -> the submodule that defines it
+_EXPORTS = {"MarketConfig": "config", "MarketModel": "model"}
+
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

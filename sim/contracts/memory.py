@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 Kind = Literal["observation", "message", "note"]
 _WORD = re.compile(r"[a-z0-9]+")
@@ -35,6 +35,9 @@ class Memory:
 
     #: trust below this magnitude has decayed out and is forgotten
     FORGET_BELOW = 0.01
+    #: how many times any memory's `version` was set in this process: while it stands still no memory changed, and a
+    #: tick's records need not look for one (sim.tick.recording)
+    changes: ClassVar[int] = 0
 
     def __init__(self, window: int = 8, summary_chars: int = 400, max_peers: int = 16) -> None:
         if window < 1:
@@ -47,6 +50,16 @@ class Memory:
         self.relationships: dict[int, float] = {}
         #: bumped on every change, so a snapshot is stored only when something changed
         self.version = 0
+
+    @property
+    def version(self) -> int:
+        """The memory's change count: set on every change (by `add`, `relate`, or a subclass), which counts in `changes`."""
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self._version = value
+        Memory.changes += 1
 
     def add(self, tick: int, kind: Kind, text: str, source: int | None = None) -> None:
         """Remember an item; the oldest beyond the window is folded into the summary."""

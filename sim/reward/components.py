@@ -18,6 +18,7 @@ A run's reward is `sum_c weights[c] * component_c` per agent (`reward_weights`, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -62,6 +63,10 @@ def inequity_columns(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(x)
     if n < 2:
         return np.zeros(n), np.zeros(n)
+    if n <= SMALL:
+        few = x.tolist()
+        if math.isfinite(sum(few)):  # (the array path orders NaNs its own way)
+            return _inequity_few(few)
     order = np.argsort(x, kind="stable")
     ranked = x[order]
     prefix = np.concatenate(([0.0], np.cumsum(ranked)))
@@ -78,6 +83,36 @@ def inequity_columns(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     envy = ((total - prefix[above]) - (n - above) * x) / (n - 1)
     guilt = (below * x - prefix[below]) / (n - 1)
     return np.maximum(envy, 0.0), np.maximum(guilt, 0.0)
+
+
+#: up to this many payoffs, `inequity_columns` works on Python floats: numpy's fixed cost per call is most of a tick of
+#: a handful of agents (the grid games')
+SMALL = 32
+
+
+def _inequity_few(x: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """`inequity_columns` of a few payoffs, the same operations in the same order on the same floats (so the same
+    bits): a stable sort, running sums from the first ranked value (as `np.cumsum`), runs of equal values, and
+    `np.maximum(v, 0.0)` (which makes a -0.0 a 0.0) as `v if v > 0.0 else 0.0`."""
+    n = len(x)
+    order = sorted(range(n), key=x.__getitem__)
+    prefix = [0.0, x[order[0]]]
+    for i in order[1:]:
+        prefix.append(prefix[-1] + x[i])
+    below, above = [0] * n, [0] * n  # others strictly below; others at or below, itself included
+    start = 0
+    while start < n:
+        end, value = start + 1, x[order[start]]
+        while end < n and x[order[end]] == value:
+            end += 1
+        for k in order[start:end]:
+            below[k], above[k] = start, end
+        start = end
+    total = prefix[n]
+    envy = [((total - prefix[a]) - (n - a) * v) / (n - 1) for v, a in zip(x, above)]
+    guilt = [(b * v - prefix[b]) / (n - 1) for v, b in zip(x, below)]
+    return (np.array([v if v > 0.0 else 0.0 for v in envy], dtype=np.float64),
+            np.array([v if v > 0.0 else 0.0 for v in guilt], dtype=np.float64))
 
 
 def inequity(payoffs: Mapping[int, float]) -> tuple[dict[int, float], dict[int, float]]:
@@ -130,7 +165,7 @@ class RewardColumns:
         `own` (a name of its own that repeats a common one replaces it). `present`: the ids of the agents present
         after the tick, sorted; `keys` and `pay` the payoffs' ids and values as arrays, in the payoffs' order."""
         n = len(keys)
-        if n == len(present) and np.array_equal(keys, present):
+        if same_ids(keys, present):
             self = cls(present, None, payoffs)
         else:
             ids = present if (positions(present, keys) >= 0).all() else np.union1d(present, keys)
@@ -164,7 +199,7 @@ class RewardColumns:
         """The reward vectors of the agents present after the tick (`present`: their ids, sorted; `keys` the same as
         an int64 array); an agent that joined since the components were taken has none (a payoff of 0)."""
         columns = {name: values for name, values in self.columns.items() if name == "payoff" or values.any()}
-        if keys is not self.ids and not (len(keys) == len(self.ids) and np.array_equal(keys, self.ids)):
+        if not same_ids(keys, self.ids):
             at = positions(self.ids, keys)
             inside = at >= 0
             columns = {name: np.where(inside, values[np.maximum(at, 0)], 0.0) if len(values) else np.zeros(len(keys))
@@ -216,13 +251,23 @@ def _column(ids: np.ndarray, values: Component) -> np.ndarray:
     else:
         keys = np.fromiter(values.keys(), dtype=np.int64, count=len(values))
         vals = np.fromiter(values.values(), dtype=np.float64, count=len(values))
-    if len(keys) == len(ids) and np.array_equal(keys, ids):
+    if same_ids(keys, ids):
         return vals
     out = np.zeros(len(ids))
     at = positions(ids, keys)
     inside = at >= 0
     out[at[inside]] = vals[inside]
     return out
+
+
+def same_ids(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two id arrays hold the same ids in the same order (`np.array_equal`, without its fixed cost: the usual
+    tick compares the same few int64 arrays several times)."""
+    if a is b:
+        return True
+    if len(a) != len(b):
+        return False
+    return a.tobytes() == b.tobytes() if a.dtype == b.dtype else bool(np.array_equal(a, b))
 
 
 def positions(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:

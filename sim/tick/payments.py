@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from sim.reward.components import positions
+from sim.reward.components import positions, same_ids
 
 
 class Payments:
@@ -29,7 +29,7 @@ class Payments:
         self.payoffs, self.rewards = payoffs, rewards
         if not len(paid):
             return
-        if len(paid) != len(present) or not np.array_equal(paid, present):
+        if not same_ids(paid, present):
             inside = positions(present, paid) >= 0  # (an agent paid that has left keeps its total as it was)
             paid, pay = paid[inside], pay[inside]
             if not len(paid):

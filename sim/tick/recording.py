@@ -13,6 +13,7 @@ from operator import attrgetter
 from typing import Optional
 
 from sim.core.contracts import Decision, DecisionColumns, values_by_agent
+from sim.contracts.memory import Memory
 from sim.core.records import StepColumns
 from sim.reward.components import RewardColumns
 from sim.tick.roster import Roster
@@ -35,9 +36,12 @@ def step_columns(roster: Roster, taken: Sequence[tuple[str, Sequence[Decision]]]
             if d.agent_id in present:
                 fell.setdefault(d.agent_id, []).append(f"{d.phase}: {d.reason}")
     memories = {}
-    for agent in [a for a in agents if a.memory.version != a.stored_memory_version]:
-        memories[agent.unique_id] = agent.memory.snapshot()
-        agent.stored_memory_version = agent.memory.version
+    mark = (roster.changes, Memory.changes)
+    if getattr(roster, "memories_stored_at", None) != mark:  # (no memory changed and no agent came since: none to store)
+        for agent in [a for a in agents if a.memory.version != a.stored_memory_version]:
+            memories[agent.unique_id] = agent.memory.snapshot()
+            agent.stored_memory_version = agent.memory.version
+        roster.memories_stored_at = (roster.changes, Memory.changes)
     if len(payoffs) == len(ids) and len(rewards) == len(ids) and list(payoffs) == ids and list(rewards) == ids:
         paid, got = list(payoffs.values()), list(rewards.values())  # (the usual tick: every agent present paid, in order)
     else:

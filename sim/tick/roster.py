@@ -34,6 +34,8 @@ class Roster(AgentSet):
         self._snapshot: Optional[tuple[mesa.Agent, ...]] = None
         self._index: Optional[tuple[tuple[mesa.Agent, ...], tuple[mesa.Agent, ...], dict[int, mesa.Agent]]] = None
         self._ids: Optional[tuple[tuple[mesa.Agent, ...], list[int], np.ndarray]] = None
+        #: bumped whenever an agent joins or leaves or the set is reordered (a reader's caches key on it)
+        self.changes = 0
         super().__init__(agents, random=random)
 
     def __iter__(self) -> Iterator[mesa.Agent]:
@@ -66,6 +68,7 @@ class Roster(AgentSet):
 
     def _changed(self) -> None:
         self._snapshot = None
+        self.changes += 1
 
     def add(self, agent: mesa.Agent) -> None:
         super().add(agent)
@@ -100,6 +103,7 @@ class Roster(AgentSet):
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
+        self.changes = getattr(self, "changes", 0) + 1
         self._snapshot = None
         self._index = None
         self._ids = None
