@@ -1,7 +1,8 @@
 """Where a batched call's time goes on this device: a one-token step's fixed cost (each engine; the lean one eager
 and replayed as a CUDA graph), the kernel-launch floor, the host's cost of one launch of each kind the lean forward
 makes (a torch op, a norm, a product, each Triton kernel), the time split of a Number call (render, tokenize, layout,
-the engine), and torch.profiler tables (by host and by device time) of a Number call of `--requests` requests, with
+the engine; tokenising whole beside it), whether the tokenizer's prefix cut applied and the engine's counters (CUDA
+graphs captured and replayed), and torch.profiler tables (by host and by device time) of a Number call of `--requests` requests, with
 each operation's share of the device time and the kernels launched.
 
     python benchmarks/gpu_profile.py --shape smollm2-135m --tokenizer DIR [--out FILE.txt] [--json FILE.json]
@@ -132,6 +133,7 @@ def number_split(lm, eng, reqs, msgs) -> dict:
     bounds = [(int(r.space.lo), int(r.space.hi)) for r in reqs]
     seeds = [r.seed for r in reqs]
     parts = {"render": lambda: lm.render_all(msgs), "tokenize": lambda: lm.encode(texts),
+             "tokenize_whole": lambda: lm.encoder.whole(texts),
              "layout": lambda: layout(ids, lm.plan_rules(2)),
              "engine": lambda: lm.decode_numbers(ids, bounds, eng.temperature, seeds)}
     return {name: round(1000 * median_time(lm, fn, repeat=5), 2) for name, fn in parts.items()}
@@ -188,6 +190,10 @@ def main() -> None:
     say(f"number x {args.requests} on {lm.engine}: {figures['number_call_s']:.4f} s")
     figures["number_split_ms"] = number_split(lm, eng, reqs, msgs)
     say("number call split (ms): " + json.dumps(figures["number_split_ms"]))
+    figures["prefix_cut"] = lm.encoder.status()
+    say(f"prefix cut of the tokenizer: {figures['prefix_cut']}")
+    figures["engine_counters"] = dict(getattr(lm.fwd, "counters", {}))
+    say("engine counters: " + json.dumps(figures["engine_counters"]))
     with profile(activities=activities) as prof:
         eng.answer(reqs, msgs)
         sync(lm)

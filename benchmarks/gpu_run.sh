@@ -2,20 +2,26 @@
 # Issue 44: the one prepared call on a lent GPU machine. Installs the carried wheels, then runs, each under its own
 # time limit inside one budget (a section that would not fit is skipped and says so):
 #   env      the GPU, versions, Triton, and the project's import chain
-#   tests    tests/test_cuda.py (CUDA against CPU; the Triton kernels compiled against torch; CUDA graphs against
-#            eager steps) and tests/test_lean.py
+#   tests    tests/test_cuda.py (CUDA against CPU; the Triton kernels compiled against torch; CUDA graphs of steps and
+#            of shared prefixes against eager ones), tests/test_lean.py and tests/test_prompt_text.py (the tokenizer's
+#            prefix cut against this machine's tokenizers)
+#   tokenize benchmarks/tokenize_probe.py: the benchmark's prompts tokenised whole and with their common beginning cut
+#            off, at 0 (default), 1, 4, 8 and 16 tokenizer threads, one process each; where some count cuts a batch in
+#            2/3 of the default's time or less, the sections after it run with RAYON_NUM_THREADS set to it (said so)
 #   scale    benchmarks/llm_scale.py scale + engines on random weights of SmolLM2-135M's shape: decisions/s by batch
 #            size beside the device's limits, and the fused path against the old one in the same process
 #   ticks    a 1,000-member social tick and a 1,000-fisher tick through the real runner and a SQLite store
 #   profile  benchmarks/gpu_profile.py: a one-token step per engine, the launch floor, the host's cost of each kind of
-#            launch, a 1,000-request Number call split (render, tokenize, layout, engine) and profiled
+#            launch, a 1,000-request Number call split (render, tokenize, tokenize whole, layout, engine) and profiled,
+#            whether the tokenizer's prefix cut applied, and the engine's counters (prefix and step CUDA graphs)
 #   shapes   the 0.5B-7B cost table (random weights of public shapes)
 #   versus   the batched tick against one call per agent, and against transformers' generate
 # then merges the sections' JSON into $OUT/llm_scale-cuda.json and prints the summary table LAST. Sections a short
 # rerun leaves out (SECTIONS=...) are carried into that file from benchmarks/results/llm_scale-cuda.json when it was
 # measured on a GPU too, each named under `carried` with its run's date; its headline stays under `previous_run`.
-# A short rerun (env 14 s, tests ~75, scale ~80, ticks ~30, profile ~25, summary ~13 on an H200):
-#   SECTIONS=env,tests,scale,ticks,profile BUDGET_S=270 bash benchmarks/gpu_run.sh     (device call: timeout_s 300)
+# A short rerun (env ~18 s, tests ~90, tokenize ~20, scale ~90, ticks ~35, profile ~30, summary ~13 on an H200;
+# version 3 adds one CUDA test, the tokenizer's tests and the tokenize section):
+#   SECTIONS=env,tests,tokenize,scale,ticks,profile BUDGET_S=400 bash benchmarks/gpu_run.sh  (device call: timeout_s 450)
 #
 # Prepared on the developer's machine (nothing can be fetched on the GPU machine), both folders git-ignored
 # (.git/info/exclude) and carried with the call:
@@ -26,13 +32,13 @@
 #     mako==1.4.3 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0   (the versions of .venv)
 # On the GPU machine:   bash benchmarks/gpu_run.sh            (carry .whl and .gpu; $OUT is where results go)
 # Here, first:          PY=.venv/bin/python DRY=1 bash benchmarks/gpu_run.sh    (the same steps on a CPU, tiny sizes)
-# Knobs: SECTIONS=env,tests,scale,ticks,profile,shapes,versus  BUDGET_S=450  OUT=/tmp/gpu-out  TOKENIZER=.gpu/...
+# Knobs: SECTIONS=env,tests,tokenize,scale,ticks,profile,shapes,versus  BUDGET_S=450  OUT=/tmp/gpu-out  TOKENIZER=.gpu/...
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 DRY=${DRY:-0}
 OUT=${OUT:-/tmp/gpu-out}
 PY=${PY:-python3}
-SECTIONS=${SECTIONS:-env,tests,scale,ticks,profile,shapes,versus}
+SECTIONS=${SECTIONS:-env,tests,tokenize,scale,ticks,profile,shapes,versus}
 TOKENIZER=${TOKENIZER:-.gpu/smollm2-tokenizer}
 RESERVE=20  # seconds kept for the summary
 mkdir -p "$OUT"
@@ -48,12 +54,12 @@ say() { echo "[gpu_run +$((SECONDS - T0))s] $*" | tee -a "$LOG"; }
 
 if [ "$DRY" = 1 ]; then
   BUDGET_S=${BUDGET_S:-1500}
-  DEV=(--device cpu); SHAPE=tiny; SIZES=1,8; N=8; SHAPES=tiny
+  DEV=(--device cpu); SHAPE=tiny; SIZES=1,8; N=8; SHAPES=tiny; THREADS=0,1
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
   say "DRY run on the CPU with tiny sizes: it checks the script, not the GPU"
 else
   BUDGET_S=${BUDGET_S:-450}
-  DEV=(); SHAPE=smollm2-135m; SIZES=1,64,256,1000,4096; N=1000
+  DEV=(); SHAPE=smollm2-135m; SIZES=1,64,256,1000,4096; N=1000; THREADS=0,1,4,8,16
   SHAPES=qwen2.5-0.5b,smollm2-360m,qwen2.5-1.5b,smollm2-1.7b,qwen2.5-7b
   if compgen -G ".whl/*.whl" > /dev/null; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl 2>&1 | tee -a "$LOG"
@@ -92,9 +98,11 @@ BENCH=("$PY" benchmarks/llm_scale.py "${DEV[@]}" --shape "$SHAPE" --tokenizer "$
 cat > "$PARTS/env_check.py" <<'PYEOF'
 import importlib, sys, time
 t = time.perf_counter()
-import torch, transformers
+import os, torch, transformers, tokenizers
 print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__,
-      "gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+      "tokenizers", tokenizers.__version__, "gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+print("cpus", os.cpu_count(), "affinity", len(os.sched_getaffinity(0)), "torch threads", torch.get_num_threads(),
+      "RAYON_NUM_THREADS", os.environ.get("RAYON_NUM_THREADS"))
 try:
     import triton
     print("triton", triton.__version__)
@@ -103,7 +111,7 @@ except Exception as exc:
 missing = []
 for name in ("mesa", "pydantic", "pydantic_core", "sqlalchemy", "sqlmodel", "alembic", "networkx", "yaml", "numpy", "pandas",
              "sim.store.store", "runner.execution", "scenarios", "agents.llm.local.model", "agents.llm.local.lean_engine",
-             "benchmarks.llm_scale", "benchmarks.gpu_profile"):
+             "benchmarks.llm_scale", "benchmarks.gpu_profile", "benchmarks.tokenize_probe"):
     try:
         mod = importlib.import_module(name)
         print(" ", name, getattr(mod, "__version__", ""))
@@ -115,10 +123,16 @@ sys.exit(1 if missing else 0)
 PYEOF
 
 section env 60 bash -c "command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm --format=csv; \"$PY\" $PARTS/env_check.py"
-section tests 150 bash -c "set -o pipefail; \"$PY\" -m pytest -q -p no:cacheprovider -m 'not slow' tests/test_cuda.py tests/test_lean.py 2>&1 | tee $PARTS/tests.log"
+section tests 150 bash -c "set -o pipefail; \"$PY\" -m pytest -q -p no:cacheprovider -m 'not slow' tests/test_cuda.py tests/test_lean.py tests/test_prompt_text.py 2>&1 | tee $PARTS/tests.log"
+section tokenize 60 "$PY" benchmarks/tokenize_probe.py --tokenizer "$TOKENIZER" --render "$N" --texts "$PARTS/prompts.texts" \
+  --threads "$THREADS" --json "$PARTS/tokenize.json" --pick "$PARTS/threads"
+if [ -s "$PARTS/threads" ] && [ -z "${RAYON_NUM_THREADS:-}" ]; then
+  export RAYON_NUM_THREADS=$(cat "$PARTS/threads")
+  say "the tokenizer cuts a batch at least 1.5x faster on $RAYON_NUM_THREADS threads than by default: RAYON_NUM_THREADS=$RAYON_NUM_THREADS from here on"
+fi
 section scale 180 "${BENCH[@]}" --sections scale,engines --out "$PARTS/scale.json"
 section ticks 100 "${BENCH[@]}" --sections ticks --out "$PARTS/ticks.json"
-section profile 60 "$PY" benchmarks/gpu_profile.py "${DEV[@]}" --shape "$SHAPE" --tokenizer "$TOKENIZER" --requests "$N" \
+section profile 90 "$PY" benchmarks/gpu_profile.py "${DEV[@]}" --shape "$SHAPE" --tokenizer "$TOKENIZER" --requests "$N" \
   --out "$OUT/profile.txt" --json "$PARTS/profile.json"
 section shapes 160 "${BENCH[@]}" --sections shapes --shapes "$SHAPES" --out "$PARTS/shapes.json"
 section versus 60 "${BENCH[@]}" --sections versus_single,hf --out "$PARTS/versus.json"

@@ -36,9 +36,14 @@ def merge(parts: list[Path]) -> dict:
         except (OSError, ValueError) as exc:
             out.setdefault("unreadable_parts", []).append(f"{path.name}: {exc}")
             continue
+        if not isinstance(part, dict):
+            out.setdefault("unreadable_parts", []).append(f"{path.name}: not a JSON object")
+            continue
         for key, value in part.items():
             if key == "section_seconds":
                 out.setdefault(key, {}).update(value)
+            elif key in ("prefix_cut", "engine_counters"):  # one process's each: kept by part
+                out.setdefault(f"{key}_by_part", {})[path.stem] = value
             elif key not in out or key not in ("machine", "model", "limits"):
                 out[key] = value
     return out
@@ -61,7 +66,7 @@ def previous(path: Path) -> dict:
 
 
 #: the sections a results file holds, which a short rerun may leave to the previous file
-SECTIONS = ("scale", "engines", "ticks", "profile", "shapes", "versus_single", "hf", "knobs", "limits")
+SECTIONS = ("scale", "engines", "ticks", "profile", "shapes", "versus_single", "hf", "knobs", "limits", "tokenize_probe")
 
 
 def carry(results: dict, old: dict) -> dict:
@@ -161,8 +166,23 @@ def table(results: dict, status: list[list[str]], tests: str) -> str:
             lines.append("  device time by kind: " + ", ".join(f"{k} {v:.0%}" for k, v in prof["share_by_kind"].items()))
         if prof.get("number_split_ms"):
             lines.append("  number call split (ms): " + ", ".join(f"{k} {v}" for k, v in prof["number_split_ms"].items()))
+        if prof.get("prefix_cut"):
+            lines.append(f"  prefix cut of the tokenizer (profile): {prof['prefix_cut']}")
+        if prof.get("engine_counters"):
+            lines.append(f"  engine counters (profile): {json.dumps(prof['engine_counters'])}")
         if prof.get("launch_host_us"):
             lines.append("  host us per launch: " + ", ".join(f"{k} {v}" for k, v in prof["launch_host_us"].items()))
+    probe = results.get("tokenize_probe") or {}
+    for row in probe.get("runs", []):
+        lines.append(f"  tokenize probe ({(probe.get('runs') or [{}])[0].get('rows', '?')} prompts), threads {row.get('threads_env')}: " + (
+            row["error"] if "error" in row else
+            f"whole {row['whole_ms']} ms, cut {row['cut_ms']} ms, rests alone {row['rests_only_ms']} ms, same ids {row['same_ids']}"))
+    if probe:
+        lines.append(f"  cpus: {json.dumps(probe.get('machine'))}; threads set for the benchmarks: "
+                     f"{probe.get('picked_threads') or 'the default'}")
+    for part, cut in (results.get("prefix_cut_by_part") or {}).items():
+        lines.append(f"  prefix cut of the tokenizer ({part}): {cut}; engine counters "
+                     f"{json.dumps((results.get('engine_counters_by_part') or {}).get(part, {}))}")
     for row in results.get("versus_single", {}).get("rows", []):
         lines.append(f"  batched vs one call per agent at {row['agents']}: {row['speedup']:.0f}x")
     for row in results.get("hf", {}).get("rows", []):

@@ -6,7 +6,7 @@ rounds (benchmarks.timing.rounds) so a slow spell falls on every side:
 - `transformers`: the old path: the model's own modules, the prefix copied per row into the fused SDPA kernel;
 - `lean_torch_kernels`: the lean forward with its torch kernels (the prefix still copied per row, inside SDPA);
 - `lean`: the lean forward with the Triton kernels (one copy of the prefix) and CUDA graphs: the GPU's default;
-- `lean_no_graphs`: the same with every decoding step launched eagerly.
+- `lean_no_graphs`: the same with every decoding step and shared prefix launched eagerly.
 Beside them: where a call's time goes (`split`: rendering the chat template, tokenizing, and the engine alone on
 token ids), and how often each variant's answers at temperature 0 equal the old path's (bf16 kernels that sum in
 another order may round a near-tie the other way; on a CPU in float32 or float64 they agree exactly).

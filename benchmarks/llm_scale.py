@@ -571,6 +571,10 @@ def main() -> None:
         results.setdefault("section_seconds", {})[name] = round(time.perf_counter() - started, 1)
         out.write_text(json.dumps(results, indent=2))  # after every section: a run cut short keeps what it measured
         print(f"[{name}] {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    results["prefix_cut"] = lm.encoder.status()  # whether the tokenizer's cut applied over the whole run
+    results["engine_counters"] = dict(getattr(lm.fwd, "counters", {}))
+    print(f"prefix cut of the tokenizer: {results['prefix_cut']}; engine counters {results['engine_counters']}", file=sys.stderr)
+    out.write_text(json.dumps(results, indent=2))
     if on_gpu:
         results["gpu_targets_met"] = gpu_targets(results)
         out.write_text(json.dumps(results, indent=2))

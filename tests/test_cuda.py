@@ -138,3 +138,26 @@ def test_cuda_graph_steps_decode_as_the_same_steps_launched_one_by_one():
         assert lm.generate(prompts, lengths, 0.7, seeds) == graphed
     finally:
         lm.fwd.graphs = True
+
+
+def test_shared_prefixes_replayed_as_cuda_graphs_decide_as_prefixes_launched_one_by_one():
+    """The same calls twice (the second replays each prefix length's captured graph): the same decisions as with
+    graphs off, and a prefix graph was captured and replayed."""
+    lm = tiny_lm(device="cuda", seed=4)  # float64: no near-tie decided by a product of another shape
+    prompts = _prompts(lm, 24)
+    seeds = list(range(len(prompts)))
+    options = [["stay", "leave", "fine member 3"][: 2 + i % 2] for i in range(len(prompts))]
+
+    def decide():
+        return ([k for k, _ in lm.choose(prompts, options, 0.0, seeds)],
+                lm.decode_numbers(prompts, [(0, 50 + i) for i in range(len(prompts))], 0.0, seeds),
+                lm.generate(prompts, [5] * len(prompts), 0.0, seeds))
+
+    decide()
+    graphed = decide()
+    assert lm.fwd.counters["prefix_graphs_captured"] > 0 and lm.fwd.counters["prefix_graph_replays"] > 0, lm.fwd.notes
+    lm.fwd.graphs = False
+    try:
+        assert decide() == graphed
+    finally:
+        lm.fwd.graphs = True

@@ -303,3 +303,48 @@ def test_triton_kernels_under_the_interpreter_equal_the_references():
     done = subprocess.run([sys.executable, "-c", INTERPRETED], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "interpreted kernels ok" in done.stdout, done.stderr[-3000:]
 
+
+
+def test_a_prefix_right_padded_to_its_bucket_gives_the_keys_and_values_of_the_prefix_alone():
+    """The prefix runner's padded forward (what a CUDA graph replays) equals the exact-length forward: causal
+    attention keeps the padding after the prefix out of its keys and values, and the copy is the prefix's length."""
+    from agents.llm.local.lean_engine import PREFIX_BUCKET, PrefixRunner
+
+    lm = tiny_lm(engine="lean")
+    tokens = _prompts(lm, 1)[0][:PREFIX_BUCKET + 9]
+    runner = PrefixRunner(lm.fwd, 2 * PREFIX_BUCKET, graph=False)
+    with torch.inference_mode():
+        exact = lm.fwd.prefix_kv(tokens)
+        padded = runner(tokens)
+        again = runner(tokens[:20])  # a shorter prefix through the same buffers
+    assert len(padded) == len(exact) == len(lm.fwd.dec.layers)
+    for (k, v), (ek, ev) in zip(padded, exact):
+        assert k.shape == ek.shape and k.shape[2] == len(tokens)
+        assert torch.allclose(k, ek, atol=1e-12) and torch.allclose(v, ev, atol=1e-12)
+    assert again[0][0].shape[2] == 20 and torch.allclose(again[0][0], exact[0][0][:, :, :20], atol=1e-12)
+    assert not torch.equal(padded[0][0][:, :, :20], torch.zeros_like(padded[0][0][:, :, :20]))
+
+
+def test_prefix_graphs_stay_off_on_a_cpu():
+    """On a CPU every prefix runs eagerly at its own length, as before: no runner, no capture."""
+    lm = tiny_lm(engine="lean")
+    prompts = _prompts(lm, 12)
+    _decide(lm, prompts, 0.0)
+    _decide(lm, prompts, 0.0)
+    assert lm.fwd._prefix_runners == {} and lm.fwd.counters["prefix_graphs_captured"] == 0
+
+
+def test_a_prefix_capture_that_fails_turns_graphs_off_and_decides_the_same():
+    """Graphs asked for where none can be captured (a CPU): the second prefix of a length tries, fails, says why in
+    `notes`, and every decision is the one the eager engine makes."""
+    lm = tiny_lm(engine="lean")
+    prompts = _prompts(lm, 12)
+    want = _decide(lm, prompts, 0.8)
+    lm.fwd.graphs = True
+    try:
+        first, second = _decide(lm, prompts, 0.8), _decide(lm, prompts, 0.8)
+    finally:
+        lm.fwd.graphs = False
+    assert first == want and second == want
+    assert any(note.startswith("CUDA graphs off") for note in lm.fwd.notes), lm.fwd.notes
+    assert lm.fwd._prefix_runners, "no prefix reached its runner"

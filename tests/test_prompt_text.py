@@ -238,3 +238,16 @@ def test_the_embedded_tokenizer_renders_by_string_and_splits_with_the_same_text_
         head = _text(rng, rng.randint(20, 80))
         group = [head + _text(rng, rng.randint(0, 30)) for _ in range(6)]
         assert enc.encode(group) == enc.whole(group)
+
+
+def test_the_encoder_says_whether_the_cut_applied_and_why_not(capsys):
+    """`status()` counts the batches that took the cut and those tokenised whole; a fast tokenizer the argument does
+    not cover says why once on stderr, and its status gives the same reason."""
+    enc = PrefixEncoder(_bpe_tokenizer())
+    assert enc.status().startswith("applied in 0 of 0")
+    enc.encode(["x" * 70 + "\nA1", "x" * 70 + "\nA2"])
+    enc.encode(["short 1", "short 2"])
+    assert enc.status().startswith("applied in 1 of 2 batches") and capsys.readouterr().err == ""
+    off = PrefixEncoder(_bpe_tokenizer("none-normalised"))
+    assert off.status() == f"off: {off.problem}" and "normalises" in off.status()
+    assert "normalises" in capsys.readouterr().err

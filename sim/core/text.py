@@ -11,6 +11,7 @@ answer with (a Choice option).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Optional
 
@@ -26,8 +27,17 @@ _QUOTES = str.maketrans({'"': "'", "\u201c": "'", "\u201d": "'", "\u201e": "'", 
 def one_line(text: str, limit: Optional[int] = None) -> str:
     """`text` made safe for a line of a prompt: whitespace runs (newlines included) become one space, control and
     format characters (bidi overrides, zero-width) go, double quotes and backticks become single quotes, template
-    tokens are removed and role markers defused; cut to `limit` characters ("..." marks the cut)."""
-    text = _TOKENS.sub(" ", str(text))
+    tokens are removed and role markers defused; cut to `limit` characters ("..." marks the cut).
+
+    Remembered per (text, limit): a tick's prompts quote the same posts in many members' feeds (a 1,000-member
+    social tick spent most of its time outside the LLM here)."""
+    return _one_line(text if type(text) is str else str(text), limit)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _one_line(text: str, limit: Optional[int]) -> str:
+    """`one_line`'s work, for a string."""
+    text = _TOKENS.sub(" ", text)
     text = "".join(ch if ch.isprintable() else " " for ch in text)
     text = " ".join(text.split()).translate(_QUOTES)
     text = _ROLE.sub(lambda m: f"{m.group(1)} -", text)

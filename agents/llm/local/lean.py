@@ -55,6 +55,11 @@ def unsupported(model: Any) -> Optional[str]:
     return None
 
 
+def cache_views(buf: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer (keys, values) views of a cache buffer [layers, 2, rows, Hk, columns, D]."""
+    return [(buf[i, 0], buf[i, 1]) for i in range(buf.shape[0])]
+
+
 @dataclass
 class Layer:
     """One decoder layer's weights, as the lean forward reads them."""
@@ -127,8 +132,11 @@ class LeanDecoder:
     # ----- the forward --------------------------------------------------------------------------
     def new_cache(self, rows: int, columns: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer (keys, values) [rows, Hk, columns, D], zeroed, in one allocation."""
-        buf = torch.zeros((len(self.layers), 2, rows, self.hk, columns, self.d), dtype=self.dtype, device=self.device)
-        return [(buf[i, 0], buf[i, 1]) for i in range(len(self.layers))]
+        return cache_views(self.cache_buffer(rows, columns))
+
+    def cache_buffer(self, rows: int, columns: int) -> torch.Tensor:
+        """The one allocation behind `new_cache`: [layers, 2, rows, Hk, columns, D], zeroed."""
+        return torch.zeros((len(self.layers), 2, rows, self.hk, columns, self.d), dtype=self.dtype, device=self.device)
 
     def _norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         if self.fused_norm:

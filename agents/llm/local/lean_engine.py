@@ -4,8 +4,9 @@ methods as the transformers engine (agents.llm.local.hf_engine) and the same ans
 A bucket's KV cache is allocated at its prefill with room for every token it may still take (its decoding steps,
 or its Choice's options), left-padded rows marked by their first real column; a decoding step writes one column.
 On CUDA a bucket that may decode `graph_min_steps` steps or more captures its step as a CUDA graph at the second
-step and replays it after (one launch instead of ~300); a capture that fails turns graphs off for the engine, and
-`notes` says why.
+step and replays it after (one launch instead of ~300), and a shared prefix's forward is captured per bucketed length
+(`PrefixRunner`: a multiple of `PREFIX_BUCKET` tokens) the second time a prefix of that length comes, replayed after;
+a capture that fails turns graphs off for the engine, and `notes` says why. On a CPU nothing changes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ import numpy as np
 import torch
 
 from agents.llm.local.layout import left_padded
-from agents.llm.local.lean import LeanDecoder
+from agents.llm.local.lean import LeanDecoder, cache_views
+
+#: a shared prefix's forward is captured for lengths rounded up to a multiple of this (tokens)
+PREFIX_BUCKET = 64
+#: at most this many prefix lengths are captured per engine (the rest run eagerly)
+PREFIX_GRAPHS = 16
 
 
 class StepRunner:
@@ -55,28 +61,82 @@ class StepRunner:
                 self.engine.counters["graphs_captured"] += 1
                 return self.out
             except Exception as exc:  # noqa: BLE001 - a capture the driver or a kernel refuses: eager from here on
-                text = str(exc).strip()
-                self.engine.disable_graphs(f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}")
+                self.engine.disable_graphs(first_line(exc))
                 self.graph_wanted, self.graph = False, None
-                torch.cuda.synchronize()
+                if torch.cuda.is_available():  # let what the failed capture queued finish
+                    torch.cuda.synchronize()
         return self._body()
 
     def _capture(self) -> tuple[Any, torch.Tensor]:
-        """The step captured on the engine's side stream, after one run there (idempotent: it rewrites the same
-        column) so that library workspaces exist before capture. Unlike `torch.cuda.graph` this neither
-        synchronises nor empties the allocator's cache: the next buckets reuse its blocks."""
-        stream = self.engine.capture_stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(stream):
-            self._body()
-            graph.capture_begin()
+        """The step captured as a CUDA graph (`capture`: the step rewrites the same column, so running it twice is
+        harmless) and its output buffer."""
+        out: list[torch.Tensor] = []
+        graph = capture(self.engine, lambda: out.append(self._body()))
+        return graph, out[-1]
+
+
+class PrefixRunner:
+    """A shared prefix's forward for prefixes of up to `length` tokens over static buffers: the tokens right-padded
+    to `length` (attention is causal, so the padding after them changes none of their keys and values), run
+    eagerly or replayed as a CUDA graph, then the real columns copied out of the static cache in one launch."""
+
+    def __init__(self, engine: "LeanEngine", length: int, graph: bool) -> None:
+        dev = engine.lm.device
+        self.engine, self.length, self.graph_wanted, self.graph = engine, length, graph, None
+        self.ids = torch.zeros((1, length), dtype=torch.long, device=dev)
+        self.positions = torch.arange(length, device=dev)[None]
+        self.zero = torch.zeros(1, dtype=torch.int32, device=dev)
+        self.buf = engine.dec.cache_buffer(1, length)
+        self.cache = cache_views(self.buf)
+
+    def _body(self) -> None:
+        self.engine.dec.forward(self.ids, self.positions, self.cache, self.zero, self.zero, None, None)
+
+    def __call__(self, tokens: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The prefix's KV ([1, Hk, len(tokens), D] per layer, its own copy)."""
+        n = len(tokens)
+        padded = np.zeros(self.length, dtype=np.int64)
+        padded[:n] = tokens
+        self.ids.copy_(self.engine._device(padded[None]))
+        if self.graph is None and self.graph_wanted and self.engine.graphs:
             try:
-                out = self._body()
-            finally:
-                graph.capture_end()
-        torch.cuda.current_stream().wait_stream(stream)
-        return graph, out
+                self.graph = capture(self.engine, self._body)
+                self.engine.counters["prefix_graphs_captured"] += 1
+            except Exception as exc:  # noqa: BLE001 - a capture the driver or a kernel refuses: eager from here on
+                self.engine.disable_graphs(first_line(exc))
+                self.graph_wanted = False
+                if torch.cuda.is_available():  # let what the failed capture queued finish
+                    torch.cuda.synchronize()
+        if self.graph is not None:
+            self.graph.replay()
+            self.engine.counters["prefix_graph_replays"] += 1
+        else:
+            self._body()
+        return cache_views(self.buf[:, :, :, :, :n].clone())
+
+
+def first_line(exc: Exception) -> str:
+    """An exception's type and the first line of its text (a note, a warning)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
+
+
+def capture(engine: "LeanEngine", body) -> Any:
+    """`body` captured as a CUDA graph on the engine's side stream, after one run there (its writes are idempotent)
+    so that kernels are compiled and library workspaces exist before capture. Unlike `torch.cuda.graph` this
+    neither synchronises nor empties the allocator's cache: the next buckets reuse its blocks."""
+    stream = engine.capture_stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        body()
+        graph.capture_begin()
+        try:
+            body()
+        finally:
+            graph.capture_end()
+    torch.cuda.current_stream().wait_stream(stream)
+    return graph
 
 
 @dataclass
@@ -102,9 +162,11 @@ class LeanEngine:
         self.dec = LeanDecoder(lm.model, lm.device, lm.dtype, kernels)
         self.graphs = lm.device.startswith("cuda")
         self.graph_min_steps = 8
-        self.counters = {"graphs_captured": 0}
+        self.counters = {"graphs_captured": 0, "prefix_graphs_captured": 0, "prefix_graph_replays": 0}
         self._stream: Any = None
         self._notes: list[str] = []
+        self._prefix_seen: dict[int, int] = {}  # bucketed prefix length -> prefixes of it forwarded
+        self._prefix_runners: dict[tuple[int, int], PrefixRunner] = {}  # (length, rotary table address) -> runner
 
     @property
     def kernels(self) -> str:
@@ -138,6 +200,9 @@ class LeanEngine:
         only tokens[start:] are forwarded, attending to it."""
         dev, n = self.lm.device, len(tokens) - start
         self.dec.ensure_positions(len(tokens))
+        runner = self._prefix_runner(len(tokens)) if parent is None and start == 0 else None
+        if runner is not None:
+            return runner(tokens)
         cache = self.dec.new_cache(1, n)
         zero = torch.zeros(1, dtype=torch.int32, device=dev)
         positions = torch.arange(start, len(tokens), device=dev)[None]
@@ -145,6 +210,23 @@ class LeanEngine:
         if parent is None:
             return cache
         return [(torch.cat([pk, k], dim=2), torch.cat([pv, v], dim=2)) for (pk, pv), (k, v) in zip(parent, cache)]
+
+    def _prefix_runner(self, n: int) -> Optional[PrefixRunner]:
+        """The runner that replays a prefix of `n` tokens as a CUDA graph: from the second prefix of its bucketed
+        length on (the first runs eagerly, as on a CPU), while graphs are on and fewer than `PREFIX_GRAPHS` exist."""
+        if not self.graphs:
+            return None
+        length = -(-n // PREFIX_BUCKET) * PREFIX_BUCKET
+        self._prefix_seen[length] = seen = self._prefix_seen.get(length, 0) + 1
+        if seen < 2:
+            return None
+        self.dec.ensure_positions(length)
+        key = (length, self.dec._tables[0].data_ptr())  # a grown rotary table moves: capture anew
+        if key not in self._prefix_runners:
+            if len(self._prefix_runners) >= PREFIX_GRAPHS:
+                return None
+            self._prefix_runners[key] = PrefixRunner(self, length, graph=True)
+        return self._prefix_runners[key]
 
     def prefill(self, rows: list[list[int]], shared: int, prefix_kv, room: int) -> tuple[torch.Tensor, LeanState]:
         """Forward the rows' own tokens (after `shared` prefix tokens) left-padded into a cache with `room` more

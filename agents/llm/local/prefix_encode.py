@@ -15,8 +15,9 @@ two thirds, with the same ids, because the text is cut where a byte-level BPE to
 That holds for a tokenizer made of exactly those parts: no normaliser, GPT-2's byte-level pre-tokenizer without an
 added prefix space, a BPE model without dropout, no truncation or padding, and special tokens that strip nothing
 around them and hold no newline, so none spans the cut (SmolLM2's, the embedded model's). Any other tokenizer, or a batch without such a cut, is tokenised
-whole, row by row as before. Each batch's first prompt is also tokenised whole and compared: a difference turns
-the split off for good and says so.
+whole, row by row as before (a fast tokenizer that fails the check says why on stderr, once). Each batch's first
+prompt is also tokenised whole and compared: a difference turns the split off for good and says so. `status()` says
+in words whether the cut applied (benchmarks print it).
 """
 
 from __future__ import annotations
@@ -81,7 +82,18 @@ class PrefixEncoder:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.problem = split_problem(tokenizer)  # None: the split is open
-        self.counters = {"batches_split": 0, "head_tokens_saved": 0}
+        self.counters = {"batches_split": 0, "batches_whole": 0, "head_tokens_saved": 0}
+        if self.problem is not None and getattr(tokenizer, "backend_tokenizer", None) is not None:
+            # a fast tokenizer the argument does not cover: said once, so that a benchmark shows why the cut is off
+            print(f"societas: the prompts' common beginning is not cut off their ids ({self.problem})", file=sys.stderr)
+
+    def status(self) -> str:
+        """Whether the cut applied, in words: how many batches took it (and the tokens it saved), or why it is off."""
+        if self.problem is not None:
+            return f"off: {self.problem}"
+        c = self.counters
+        return (f"applied in {c['batches_split']} of {c['batches_split'] + c['batches_whole']} batches "
+                f"({c['head_tokens_saved']:,} head tokens not tokenised again)")
 
     def whole(self, texts: Sequence[str]) -> list[list[int]]:
         """Each text tokenised whole, in one batch by the fast tokenizer's backend (its own threads)."""
@@ -95,12 +107,14 @@ class PrefixEncoder:
         """Each text's ids."""
         cut = cut_point(texts) if self.problem is None else 0
         if not cut:
+            self.counters["batches_whole"] += 1
             return self.whole(texts)
         head, *rests = self.whole([texts[0][:cut]] + [t[cut:] for t in texts])
         out = [head + rest for rest in rests]
         if out[0] != self.whole(texts[:1])[0]:
             self.problem = "a prompt's ids differed when its common beginning was tokenised apart"
             print(f"societas: prompts are tokenised whole ({self.problem})", file=sys.stderr)
+            self.counters["batches_whole"] += 1
             return self.whole(texts)
         self.counters["batches_split"] += 1
         self.counters["head_tokens_saved"] += len(head) * (len(texts) - 1)
