@@ -9,7 +9,7 @@ calling the tool `act` with its catch; TRL runs the calls, the world answers wit
 the next question.
 
     python examples/grpo_commons.py            # 3-month episodes, 40 steps (tens of minutes on 2 cores)
-    python examples/grpo_commons.py --small    # 2-month episodes, 2 steps of 2 completions (the tests)
+    python examples/grpo_commons.py --small    # 1-month episodes, 2 steps of 2 completions (the tests)
 
 Output in --out (default examples/out/grpo_commons/): `grpo.db` (every episode as a stored run: `societas
 runs --db ...`), `log.json` (TRL's log history: reward, the environment's reward column, loss per step) and
@@ -63,9 +63,9 @@ def load(rank: int):
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    p.add_argument("--small", action="store_true", help="2-month episodes, 2 steps of 2 completions (the tests)")
+    p.add_argument("--small", action="store_true", help="1-month episodes, 2 steps of 2 completions (the tests)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default 40; --small 2)")
-    p.add_argument("--months", type=int, default=None, help="months an episode lasts (default 3; --small 2)")
+    p.add_argument("--months", type=int, default=None, help="months an episode lasts (default 3; --small 1)")
     p.add_argument("--generations", type=int, default=None, help="completions per prompt, G (default 4; --small 2)")
     p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate of the adapters")
     p.add_argument("--rank", type=int, default=8, help="LoRA rank")
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=HERE / "out" / "grpo_commons", help="output folder")
     args = p.parse_args(argv)
     steps = args.steps or (2 if args.small else 40)
-    months = args.months or (2 if args.small else 3)
+    months = args.months or (1 if args.small else 3)
     group = args.generations or (2 if args.small else 4)
     for flag, value in (("--steps", steps), ("--months", months), ("--rank", args.rank)):
         if value < 1:
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     model, tok, lora = load(args.rank)
     config = GRPOConfig(
         output_dir=str(args.out / "trainer"), max_steps=steps, learning_rate=args.lr, seed=args.seed,
-        per_device_train_batch_size=group, num_generations=group, max_completion_length=48 * months,
-        max_tool_calling_iterations=months, temperature=0.9, beta=0.0, use_cpu=True, bf16=False,
+        per_device_train_batch_size=group, num_generations=group, max_completion_length=(64 if args.small else 192) * months,
+        max_tool_calling_iterations=months, temperature=0.9, beta=0.0, use_cpu=True, bf16=False, gradient_checkpointing=False,
         logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, shuffle_dataset=False,
     )
     trainer = GRPOTrainer(model=model, args=config, train_dataset=prompts, processing_class=tok, peft_config=lora,
