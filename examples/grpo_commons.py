@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 if (HERE.parent / "societas" / "api.py").is_file():  # run from a checkout: use its code, installed or not
     sys.path.insert(0, str(HERE.parent))
 
+from agents.llm.local.device import pick_threads  # noqa: E402
 from agents.llm.local.ids import resolve_model  # noqa: E402
 from societas.adapters.trl import dataset, environment_factory, tool_chat_template  # noqa: E402
 
@@ -44,6 +45,9 @@ def load(rank: int):
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
+    # as the platform's engine: half the cores on a busy machine (there, 2 threads spinning on 2 shared cores made
+    # generation 12x slower in CPU time than 1)
+    torch.set_num_threads(pick_threads("cpu"))
     directory, gguf, _ = resolve_model(None)
     tok = AutoTokenizer.from_pretrained(directory, gguf_file=gguf)
     tok.chat_template = tool_chat_template()
