@@ -42,14 +42,10 @@ class SocietasToolEnv:
     def __init__(self, game: FocalGame, ticks: Optional[int] = None) -> None:
         self._game = game
         self._ticks = ticks
-        self._rewarded = True
 
     def reset(self, seed: int = 0, **row: Any) -> Optional[str]:
         """Start the row's episode; the first question, appended to the prompt (None when the agent has none)."""
-        if not self._rewarded:  # the last rollout was never scored: end its episode (stored as failed)
-            self._game.close()
-        self._game.reset(seed=int(seed), ticks=self._ticks)
-        self._rewarded = False
+        self._game.reset(seed=int(seed), ticks=self._ticks)  # an unscored episode before it ends, stored as failed
         return self._game.question or None
 
     def act(self, answer: str) -> str:
@@ -73,7 +69,6 @@ class SocietasToolEnv:
         """The agent's return over the decisions it answered; the rest of the episode is played with defaults."""
         total = self._game.total
         self._game.finish()
-        self._rewarded = True
         return total
 
 
