@@ -65,6 +65,15 @@ def test_cli_refuses_bad_pool_settings_before_storing(tmp_path):
         assert not db.exists(), flags
 
 
+def test_a_local_sweep_refuses_replicas(tmp_path):
+    """A sweep on the local executor whose runs ask for replicas is refused (each worker would start a pool): exit 2."""
+    path = tmp_path / "pool.sweep.yaml"
+    path.write_text("scenario: commons\npolicy: llm\nseeds: 2\nbase: {months: 1}\nllm: {replicas: 2}\n")
+    db = tmp_path / "runs.db"
+    proc = cli("sweep", str(path), db=f"sqlite:///{db}")
+    assert proc.returncode == 2 and "llm.replicas is for one run" in proc.stderr and not db.exists(), proc.stderr
+
+
 # ----- on a real local Ray instance with the embedded model --------------------------------------------------------
 
 #: 8 fishers' harvest requests in shards of 3: three shards a month, spread over the replicas
@@ -88,16 +97,19 @@ def small_shards(monkeypatch):
 
 
 class KillingPool(pool.PoolLLM):
-    """A pool that kills replica 0's process (SIGKILL) right after sending its second batch's shards."""
+    """A pool that, once armed (`kill_at`: the number of its batch), kills replica 0's process with SIGKILL right
+    after sending that batch's parts."""
 
-    killed: list[int] = []
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.kill_at, self.killed = None, []
 
     def send(self, requests, messages):
         import ray
 
         victim = None
-        if self.calls == 1:
-            victim = ray.get(self.start()[0].pid.remote())  # asked before the shards queue behind it
+        if self.calls + 1 == self.kill_at:
+            victim = ray.get(self.start()[0].pid.remote())  # asked before the batch queues behind it
         sent = super().send(requests, messages)
         if victim is not None:
             os.kill(victim, signal.SIGKILL)
@@ -105,31 +117,40 @@ class KillingPool(pool.PoolLLM):
         return sent
 
 
-def _run(tmp_path, name: str, replicas: int, pool_cls=pool.PoolLLM):
-    """A 2-month, 8-fisher LLM fishery on `replicas` replicas, in a store of its own (no cache shared between runs)."""
-    spec = build_spec("commons", policy="llm", ticks=2, seed=4, sets=["fishers=8"], llm={"replicas": replicas})
+def _run(tmp_path, name: str, llm: pool.PoolLLM):
+    """A 2-month, 8-fisher LLM fishery on `llm`'s replicas, in a store of its own (no cache shared between runs)."""
+    spec = build_spec("commons", policy="llm", ticks=2, seed=4, sets=["fishers=8"], llm={"replicas": llm.replicas})
     store = Store(f"sqlite:///{tmp_path / name}.db")
-    llm = pool_cls(spec.llm, replicas)
     backends = make_backends(spec, get_scenario("commons"), store, llm_factory=lambda: llm)
+    before = {a["pid"]: a["requests"] for a in llm.stats()} if llm.actors else {}
     result = execute(spec, store, backends=backends)
     steps = [(s.tick, s.agent_id, s.action, s.payoff, s.fallback) for s in store.steps(result.run_id)]
     calls = sorted((c.tick, c.agent_id, c.phase, c.key, c.answer, c.logprobs, c.cache_hit) for c in store.llm_calls(result.run_id))
     stats = llm.stats()
-    llm.close()
-    return result, steps, calls, stats
+    answered = [a["requests"] - before.get(a["pid"], 0) for a in stats]  # by this run (a new process: all of its)
+    return result, steps, calls, {"answered": answered, "pids": [a["pid"] for a in stats]}
 
 
 @pytest.mark.slow
 def test_two_replicas_equal_one_and_survive_kill_9(local_ray, tmp_path, small_shards):
     """A run on 2 replicas stores the same decisions, every tick, as on 1; a replica killed with kill -9 mid-run is
-    restarted, its shards sent again, and the run finishes identical."""
-    one, steps1, calls1, stats1 = _run(tmp_path, "one", 1)
-    two, steps2, calls2, stats2 = _run(tmp_path, "two", 2)
-    assert one.status == two.status == "finished" and one.ticks == 2
-    assert len(steps1) == 16 and not any(s[-1] for s in steps1)
-    assert steps2 == steps1 and calls2 == calls1 and not any(c[-1] for c in calls1), "the same answers, to the log-probability"
-    assert [s["requests"] for s in stats1] == [16] and all(s["requests"] for s in stats2), "both replicas answered"
-    killed, steps3, calls3, stats3 = _run(tmp_path, "killed", 2, KillingPool)
-    assert KillingPool.killed, "no replica was killed"
-    assert killed.status == "finished" and steps3 == steps1 and calls3 == calls1
-    assert KillingPool.killed[0] not in {s["pid"] for s in stats3}, "the killed replica was not replaced"
+    restarted, its part of the batch sent again, and the run finishes identical."""
+    spec = build_spec("commons", policy="llm", ticks=2, seed=4, sets=["fishers=8"], llm={"replicas": 1}).llm
+    single, double = pool.PoolLLM(spec, 1), KillingPool(spec, 2)
+    try:
+        one, steps1, calls1, stats1 = _run(tmp_path, "one", single)
+        single.close()  # (its CPU for the next pool's second replica)
+        two, steps2, calls2, stats2 = _run(tmp_path, "two", double)
+        assert one.status == two.status == "finished" and one.ticks == 2
+        assert len(steps1) == 16 and not any(s[-1] for s in steps1)
+        assert steps2 == steps1 and calls2 == calls1, "the same decisions and calls, to the log-probability"
+        assert not any(c[-1] for c in calls1), "every call was answered by the model, none by a cache"
+        assert stats1["answered"] == [16] and all(stats2["answered"]), "both replicas answered"
+        double.kill_at = double.calls + 2  # the second month's batch of the next run
+        killed, steps3, calls3, stats3 = _run(tmp_path, "killed", double)
+        assert double.killed, "no replica was killed"
+        assert killed.status == "finished" and steps3 == steps1 and calls3 == calls1
+        assert double.killed[0] not in stats3["pids"] and stats3["pids"][1] == stats2["pids"][1], "replica 0 replaced"
+    finally:
+        single.close()
+        double.close()
