@@ -125,7 +125,8 @@ def _run(tmp_path, name: str, llm: pool.PoolLLM):
     before = {a["pid"]: a["requests"] for a in llm.stats()} if llm.actors else {}
     result = execute(spec, store, backends=backends)
     steps = [(s.tick, s.agent_id, s.action, s.payoff, s.fallback) for s in store.steps(result.run_id)]
-    calls = sorted((c.tick, c.agent_id, c.phase, c.key, c.answer, c.logprobs, c.cache_hit) for c in store.llm_calls(result.run_id))
+    calls = sorted((c.tick, c.agent_id, c.phase, c.key, c.answer, c.logprobs, c.cache_hit)
+                   for c in store.llm_calls(result.run_id))
     stats = llm.stats()
     answered = [a["requests"] - before.get(a["pid"], 0) for a in stats]  # by this run (a new process: all of its)
     return result, steps, calls, {"answered": answered, "pids": [a["pid"] for a in stats]}

@@ -77,7 +77,7 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
         return CachedBackend(inner, cache, replay, lookup=llm_factory is None) if cache is not None else inner
     if llm.provider == "local":
         model_id, sampling = model_id_for(llm.model), local_sampling(llm.temperature)
-        factory = llm_factory or (pool_llm_factory(llm) if llm.replicas else  # a sweep's shared model actor first
+        factory = llm_factory or (pool_llm_factory(llm) if llm.replicas else  # (a given factory first)
                                   lambda: LocalLLM(llm.model, llm.device, llm.dtype, llm.temperature,
                                                    threads=llm.threads, batch_tokens=llm.batch_tokens))
         backend = LLMBackend(model_id, sampling, llm_factory=factory, prompt=prompt, name=name)
