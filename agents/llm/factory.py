@@ -13,6 +13,7 @@ from agents.llm.base import LLM
 from agents.llm.cache import CachedBackend
 from agents.llm.chat import ChatLLM, load_chat_model
 from agents.llm.local.llm import LocalLLM, local_sampling, model_id_for
+from agents.llm.pool import pool_llm_factory
 from agents.llm.prompts import get_template
 from sim.contracts.backend import Backend, CallCache, ReplayMode
 from sim.core.errors import UsageError
@@ -76,7 +77,8 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
         return CachedBackend(inner, cache, replay, lookup=llm_factory is None) if cache is not None else inner
     if llm.provider == "local":
         model_id, sampling = model_id_for(llm.model), local_sampling(llm.temperature)
-        factory = llm_factory or (lambda: LocalLLM(llm.model, llm.device, llm.dtype, llm.temperature,
+        factory = llm_factory or (pool_llm_factory(llm) if llm.replicas else  # (a given factory first)
+                                  lambda: LocalLLM(llm.model, llm.device, llm.dtype, llm.temperature,
                                                    threads=llm.threads, batch_tokens=llm.batch_tokens))
         backend = LLMBackend(model_id, sampling, llm_factory=factory, prompt=prompt, name=name)
     else:
@@ -128,12 +130,15 @@ def preflight(spec: RunSpec | LLMSpec) -> None:
     """Check an LLM's settings (a spec's `llm`, or an LLMSpec) before anything is written: the model file, the device,
     the chat class."""
     llm = spec.llm if isinstance(spec, RunSpec) else spec
+    if llm.replicas and llm.provider != "local":
+        raise UsageError(f"llm.replicas is for the local model (llm.provider 'local'), not {llm.provider!r}: a served "
+                         "model's server batches and spreads its requests itself")
     if llm.provider == "env":
         return
     if llm.provider == "local":
         if llm.model is not None:
             check_model_path(llm.model)
-        if llm.device not in (None, "cpu"):
+        if llm.device not in (None, "cpu") and not llm.replicas:  # replicas run where the cluster puts them
             from agents.llm.local.device import device_problem  # torch: only when a device must be checked
 
             problem = device_problem(llm.device)

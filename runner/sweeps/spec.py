@@ -117,6 +117,11 @@ def preflight_llm(definition: dict[str, Any], where: str = "sweep") -> None:
             raise UsageError(f"{where}: {exc}") from None
 
 
+def uses_replicas(definition: dict[str, Any], where: str = "sweep") -> bool:
+    """Whether some run of the sweep asks for engine replicas (`llm.replicas`)."""
+    return any(spec.llm.replicas and spec.uses_llm for spec in expand(definition, where))
+
+
 def sweep_id(definition: dict[str, Any]) -> str:
     """A stable id for the sweep's content: the same file (even reformatted) gives the same id."""
     text = json.dumps(definition, sort_keys=True, default=str)

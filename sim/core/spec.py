@@ -51,6 +51,9 @@ class LLMSpec(StrictNumbers):
     threads: Optional[int] = Field(None, ge=1, le=512, description="local, CPU: torch threads (none: chosen per machine)")
     batch_tokens: Optional[int] = Field(None, ge=64, le=16_777_216,
                                         description="local: tokens per forward pass (none: chosen per device)")
+    replicas: Optional[int] = Field(None, ge=1, le=1024,
+                                    description="local: engine replicas as Ray actors, a tick's batch split across them "
+                                                "(agents.llm.pool; none: the engine in this process)")
     structured: Literal["auto", "json_schema", "vllm", "llama_cpp", "none"] = Field(
         "auto", description="langchain: how the server is made to answer inside the space (auto: json_schema for "
                             "OpenAI-compatible classes)")
@@ -84,7 +87,7 @@ class LLMSpec(StrictNumbers):
 
 
 #: LLMSpec fields added after runs were stored: left out of a dump while None (see `_without_new_defaults`)
-LATER_FIELDS = ("endpoint",)
+LATER_FIELDS = ("endpoint", "replicas")
 
 
 def group_llm(run_llm: LLMSpec, block: Mapping[str, Any]) -> LLMSpec:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -10,7 +11,7 @@ import typer
 from rich.table import Table
 
 from runner.limits import DEFAULT_SEEDS, MAX_PARAPHRASES
-from societas.cli.app import DbOption, JsonOption, app, fmt, open_store, out, reference_table, with_progress
+from societas.cli.app import DbOption, JsonOption, app, fail, fmt, open_store, out, reference_table, with_progress
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers
     from runner.execution import RunResult
@@ -36,6 +37,10 @@ def run(
     model: Optional[str] = ModelOption,
     llm: Optional[str] = LlmOption,
     llm_arg: list[str] = LlmArgOption,
+    replicas: Optional[int] = typer.Option(None, "--replicas", help="local model: engine replicas as Ray actors, a tick's "
+                                           "batch split across them (llm.replicas)"),
+    address: Optional[str] = typer.Option(None, "--address", help="with replicas: the Ray cluster they run on "
+                                          "(default: a local Ray instance)"),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -47,9 +52,15 @@ def run(
     from runner.execution import execute, horizon
 
     llm_over = llm_overrides(model, llm, llm_arg)
+    if replicas is not None:
+        llm_over["replicas"] = replicas
     spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
                       policy=policy, ticks=ticks, llm=llm_over)
     preflight(spec)  # a model or chat class that cannot be used is bad input: refused before any write
+    if address is not None and not spec.llm.replicas:
+        fail("--address is for a run on engine replicas (--replicas N or llm.replicas)")
+    if spec.llm.replicas and spec.uses_llm:  # a cluster that cannot be reached, or hold the replicas, stores nothing
+        connect_pool(spec.llm, address)
     store = open_store(db)
 
     def info(record: Any) -> str:
@@ -82,6 +93,16 @@ def run(
                   f"{usage['tokens_in']}/{usage['tokens_out']}, {summary['fallbacks']} fallback decisions",
                   soft_wrap=True)
     out.print(f"stored in {store.url} — see: societas show {result.run_id}" + (f" --db {db}" if db else ""), soft_wrap=True)
+
+
+def connect_pool(llm: Any, address: Optional[str]) -> None:
+    """Connect to the Ray cluster at `address` (or start a local instance) and check it can hold the run's replicas:
+    UsageError otherwise, before anything is stored (as `sweep --executor ray` does)."""
+    from agents.llm.pool import placement
+    from runner.sweeps.ray_tasks import connect
+
+    connect(address, max(os.cpu_count() or 1, llm.replicas))
+    placement(llm, llm.replicas)
 
 
 def _report(kind: str, result: RunResult, as_json: bool, db: Optional[str]) -> None:

@@ -29,7 +29,7 @@ def sweep(
     from runner.sweeps.backlog import prepare
     from runner.sweeps.executor import run_sweep
     from runner.sweeps.ray_tasks import connect
-    from runner.sweeps.spec import load_sweep, preflight_llm
+    from runner.sweeps.spec import load_sweep, preflight_llm, uses_replicas
 
     if executor not in EXECUTORS:
         fail(f"bad value for '--executor': {executor!r}; valid: {', '.join(EXECUTORS)}")
@@ -38,6 +38,9 @@ def sweep(
     if address and executor != "ray":
         fail("--address is for --executor ray")
     definition = load_sweep(sweep_file, max_runs=MAX_RUNS_CONFIRMED if yes else MAX_RUNS)
+    if executor == "local" and uses_replicas(definition, str(sweep_file)):  # each worker would start a Ray pool
+        fail(f"{sweep_file}: llm.replicas is for one run (societas run); a sweep spreads its runs instead, and with "
+             "--executor ray its runs share one model per node")
     if address is None:  # runs on this machine: an unusable model or device is bad input, found before any write
         preflight_llm(definition, str(sweep_file))
     if executor == "ray":  # a cluster that cannot be reached (or used from here) is refused before anything is written

@@ -1,0 +1,218 @@
+"""An inference pool: N replicas of the local engine as Ray actors, one run's batches split across them.
+
+`PoolLLM` is the `LLM` a run's backend uses when `llm.replicas` is set. A batch is cut into shards
+(`shards`): the prompts are grouped by shared prefix as the engine groups them (the same layout,
+over the prompts' characters) and each group is chunked into shards of at most `SHARD_ROWS`
+requests, a function of the prompts alone. The shards are spread over the replicas, a prefix
+group's shards kept on one replica where the balance allows, and every shard is one engine call;
+the answers come back in request order.
+
+The same seeds give the same answers whatever N is, by construction: the engine sees the same
+calls (the shards) whatever N is, and every request samples from its own seed. Calls made one by one
+are needed: the engine's answers do depend on what else is in a call (measured on a 64-member social
+tick: of 32 Text requests answered in one call or in two, 11 differed; a Choice's log-probability
+moved by up to 1.1; a 64-fisher harvest batch gave bit-identical answers either way). A CPU replica
+runs one torch thread unless `llm.threads` says otherwise (the thread count never follows N). A
+replica runs on one GPU where the cluster has GPUs.
+
+A replica whose process dies is restarted by Ray and its shards sent again (`RESTARTS` times at
+most); they answer the same on the new process, so the run finishes as if nothing happened.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from agents.llm.base import LLM, Answer, Messages
+from agents.llm.local.layout import LayoutRules, layout
+from agents.llm.local.llm import LocalLLM, local_sampling, model_id_for
+from sim.contracts.backend import BackendUnavailable
+from sim.core.contracts import DecisionRequest
+from sim.core.errors import UsageError
+from sim.core.spec import LLMSpec
+
+#: requests per shard (one engine call): small enough to spread a 64-agent tick over 4 replicas, large enough that
+#: the prefix every shard forwards again (the system text) stays a small part of a shard's work
+SHARD_ROWS = 16
+#: the prompts' characters are grouped as the engine groups tokens: ~4 characters a token
+SHARD_RULES = LayoutRules(batch_tokens=1 << 62, max_batch=SHARD_ROWS, min_shared_prefix=64, split_cost=192)
+#: on GPUs a call's fixed cost is larger (1,000 Number decisions in 0.11 s on an H200, one in 0.03 s): shards of 1,024
+GPU_SHARD_RULES = LayoutRules(batch_tokens=1 << 62, max_batch=1024, min_shared_prefix=64, split_cost=192)
+#: restarts of a dead replica (and resends of each of its shards) before the pool gives up on a batch
+RESTARTS = 4
+#: the checkout this package runs from: Ray workers import it from there
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def prompt_key(messages: Messages) -> list[int]:
+    """A prompt as the code points of its messages (roles and contents), for grouping by shared prefix."""
+    return [ord(c) for m in messages for c in f"\x00{m['role']}\x01{m['content']}"]
+
+
+def shards(messages: Sequence[Messages], rules: Optional[LayoutRules] = None) -> list[list[int]]:
+    """The batch's request indices cut into shards: prefix groups (as the engine's layout makes them) chunked into
+    at most `rules.max_batch` requests each (`SHARD_RULES`), every index in order within its shard. A function of the
+    prompts only."""
+    plan = layout([prompt_key(m) for m in messages], rules or SHARD_RULES)
+    return [sorted(bucket) for _, _, buckets in plan for bucket in buckets if bucket]
+
+
+def assign(parts: Sequence[Sequence[int]], messages: Sequence[Messages], replicas: int) -> list[int]:
+    """The replica of each shard: in shard order (a prefix group's shards are neighbours), each goes to the
+    replica the previous shard went to while its load stays within a fair share, else to the least loaded one."""
+    cost = [sum(len(prompt_key(messages[i])) for i in part) for part in parts]
+    fair = sum(cost) / max(1, replicas)
+    load = [0] * replicas
+    out: list[int] = []
+    for c in cost:
+        last = out[-1] if out else None
+        pick = last if last is not None and load[last] + c <= fair * 1.05 else min(range(replicas), key=lambda k: (load[k], k))
+        load[pick] += c
+        out.append(pick)
+    return out
+
+
+class Replica:
+    """One engine replica (the actor's class, wrapped with `ray.remote` by `PoolLLM`): each batch it is sent is one
+    engine call."""
+
+    def __init__(self, model: Optional[str], device: Optional[str], dtype: Optional[str], temperature: float,
+                 threads: Optional[int], batch_tokens: Optional[int]) -> None:
+        self.llm = LocalLLM(model, device, dtype, temperature, threads=threads, batch_tokens=batch_tokens)
+        self.requests = 0
+        self.tokens_in = 0
+
+    def answer(self, parts: Sequence[tuple[Sequence[DecisionRequest], Sequence[Messages]]]) -> list[list[Answer]]:
+        """The shards of a batch this replica was given, each (requests, messages) one engine call."""
+        out = []
+        for requests, messages in parts:
+            got = self.llm.answer(requests, messages)
+            self.requests += len(requests)
+            self.tokens_in += sum(a.tokens_in for a in got)
+            out.append(got)
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        """This process's pid and CPU seconds, the requests and prompt tokens it answered, and the engine's forward
+        counters."""
+        counters = dict(self.llm.lm.counters) if self.requests else {}  # (never loads a model to say so)
+        return {"pid": os.getpid(), "cpu_s": time.process_time(), "requests": self.requests, "tokens_in": self.tokens_in,
+                **counters}
+
+    def pid(self) -> int:
+        """The process the replica runs in (the tests kill it)."""
+        return os.getpid()
+
+
+def ensure_ray(cpus: int) -> None:
+    """A local Ray instance with at least `cpus` CPUs when this process is not connected to one yet (the CLI connects
+    first, to `--address` or locally, so that an unreachable cluster is refused before anything is stored)."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    ray.init(num_cpus=max(cpus, os.cpu_count() or 1), object_store_memory=256 * 1024**2, include_dashboard=False,
+             logging_level="ERROR", log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+
+
+def placement(llm: LLMSpec, replicas: int) -> dict[str, Any]:
+    """How each replica is placed: one GPU where the cluster has GPUs (and the spec does not ask for a CPU), else one
+    CPU. A UsageError when the cluster cannot hold `replicas` of them (Ray would wait for ever)."""
+    import ray
+
+    have = ray.cluster_resources()
+    gpus = int(have.get("GPU", 0))
+    if gpus and llm.device != "cpu":
+        if gpus < replicas:
+            raise UsageError(f"bad value for 'llm.replicas': {replicas}; the Ray cluster has {gpus} GPUs (one replica each)")
+        return {"num_gpus": 1, "num_cpus": 1}
+    cpus = int(have.get("CPU", 0))
+    if cpus < replicas:
+        raise UsageError(f"bad value for 'llm.replicas': {replicas}; the Ray cluster has {cpus} CPUs (one replica each)")
+    return {"num_cpus": 1}
+
+
+class PoolLLM:
+    """An `LLM` whose batches are answered by `replicas` engine replicas (Ray actors), started on first use."""
+
+    def __init__(self, llm: LLMSpec, replicas: int) -> None:
+        self.spec, self.replicas = llm, replicas
+        self.model_id, self.sampling = model_id_for(llm.model), local_sampling(llm.temperature)
+        self.actors: list[Any] = []
+        self.rules = SHARD_RULES  # how batches are cut: the CPU's shards, or the GPU's once replicas sit on GPUs
+        self.calls = 0
+
+    def start(self) -> list[Any]:
+        """The replicas' actors, started (and their placement checked) on the first call."""
+        if not self.actors:
+            import ray
+
+            ensure_ray(self.replicas)
+            where = placement(self.spec, self.replicas)
+            cpu = "num_gpus" not in where
+            self.rules = SHARD_RULES if cpu else GPU_SHARD_RULES
+            threads = self.spec.threads or (1 if cpu else None)
+            cls = ray.remote(max_restarts=RESTARTS, max_task_retries=RESTARTS, max_concurrency=1, **where)(Replica)
+            s = self.spec
+            self.actors = [cls.remote(s.model, "cpu" if cpu else s.device, s.dtype, s.temperature, threads, s.batch_tokens)
+                           for _ in range(self.replicas)]
+        return self.actors
+
+    def send(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> tuple[list[list[list[int]]], list[Any]]:
+        """Each replica's shards to it (one engine call a shard), all replicas at once: the shards each replica
+        answers and the object refs of their answers."""
+        actors = self.start()
+        parts = shards(messages, self.rules)
+        mine: list[list[list[int]]] = [[] for _ in actors]
+        for part, k in zip(parts, assign(parts, messages, len(actors))):
+            mine[k].append(part)
+        busy = [(actors[k], m) for k, m in enumerate(mine) if m]
+        refs = [actor.answer.remote([([requests[i] for i in part], [messages[i] for i in part]) for part in m])
+                for actor, m in busy]
+        self.calls += 1
+        return [m for _, m in busy], refs
+
+    def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
+        """The batch's shards answered by the replicas; the answers back in request order."""
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        if not requests:
+            return []
+        parts, refs = self.send(requests, messages)
+        try:
+            got = ray.get(refs)
+        except RayActorError as exc:  # a replica died more than RESTARTS times
+            raise BackendUnavailable(f"an engine replica died and could not be restarted: {str(exc).splitlines()[0]}") from None
+        except RayTaskError as exc:  # the engine itself raised: the same error as a local model's
+            raise exc.as_instanceof_cause() from None
+        out: list[Optional[Answer]] = [None] * len(requests)
+        for mine, answers in zip(parts, got):
+            for part, shard in zip(mine, answers):
+                for i, a in zip(part, shard):
+                    out[i] = a
+        return out  # type: ignore[return-value]
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Each replica's `Replica.stats`."""
+        import ray
+
+        return ray.get([a.stats.remote() for a in self.actors])
+
+    def close(self) -> None:
+        """Stop the replicas."""
+        import ray
+
+        for a in self.actors:
+            ray.kill(a, no_restart=True)
+        self.actors = []
+
+
+def pool_llm_factory(llm: LLMSpec) -> Callable[[], LLM]:
+    """An `llm_factory` for `make_llm_backend`: a pool of `llm.replicas` replicas."""
+    return lambda: PoolLLM(llm, int(llm.replicas or 1))

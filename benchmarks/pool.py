@@ -1,0 +1,167 @@
+"""The inference pool on this machine: one tick's LLM decisions on 1 and on 2 local CPU replicas. Writes JSON.
+
+    python benchmarks/pool.py [--fishers 64] [--social 256] [--reps 3] [--out benchmarks/results/pool-cpu.json]
+
+Two ticks, both on the embedded model, each replica a Ray actor with one CPU and one torch thread
+(agents.llm.pool): a fishery month of `--fishers` harvest decisions (month 4, memory filled) and
+a social-network tick of `--social` members (all active, feeds filled by two scripted ticks:
+choose, write, stance). Both pools are alive together and the ticks run in turns (1, 2, 2, 1...),
+so the ratio is measured in one run on the same prompts; medians are reported. Every answer is
+compared across the pools (values and log-probabilities). Per replica: the prompt tokens of its
+requests and the share of them it did not forward (a shared prefix computed once and reused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from agents.llm.backend import LLMBackend  # noqa: E402
+from agents.llm.pool import PoolLLM, ensure_ray, shards  # noqa: E402
+from agents.llm.prompts import render_messages  # noqa: E402
+from agents.scripted import ScriptedBackend  # noqa: E402
+from llm_throughput import harvest_requests  # noqa: E402
+from runner.config import build_spec  # noqa: E402
+from sim.core.contracts import Decision  # noqa: E402
+from sim.core.spec import LLMSpec  # noqa: E402
+from sim.tick.broker import DecisionBroker  # noqa: E402
+
+POOLS = (1, 2)
+
+
+def social_model(members: int):
+    """A social network of `members` LLM members, all active, after two ticks answered by their scripted strategy."""
+    from scenarios.social.model import SocialModel
+
+    class StandIn(ScriptedBackend):
+        name = "llm"
+
+        def decide_batch(self, requests):
+            rest = [r for r in requests if r.phase != "stance"]
+            got = iter(super().decide_batch(rest))
+            return [Decision(r.agent_id, r.phase, "neutral", "llm") if r.phase == "stance" else next(got) for r in requests]
+
+    spec = build_spec("social", sets=[f"agents={members}", "activity=1", "activity_skew=0", "feed_size=5"], ticks=3,
+                      policy="llm", seed=0)
+    cfg = SocialModel.Config.model_validate(spec.config)
+    model = SocialModel(cfg, seed=0, broker=DecisionBroker({"llm": StandIn(SocialModel.strategies)}), policy="llm")
+    for m in model.members:
+        m.strategy = "engaged"
+    random.seed(0)
+    model.step()
+    model.step()
+    return model
+
+
+def forwarded(stats: dict) -> int:
+    return stats.get("prefix_tokens", 0) + stats.get("suffix_tokens", 0)
+
+
+def measure(pool: PoolLLM, run) -> tuple[float, list, list[dict]]:
+    """Seconds of `run(pool)`, its answers, and per replica (prompt tokens, tokens forwarded) during it."""
+    before = pool.stats()
+    t = time.perf_counter()
+    answers = run(pool)
+    seconds = time.perf_counter() - t
+    after = pool.stats()
+    rows = [{"requests": a["requests"] - b["requests"], "prompt_tokens": a["tokens_in"] - b["tokens_in"],
+             "forwarded_tokens": forwarded(a) - forwarded(b), "cpu_s": round(a.get("cpu_s", 0) - b.get("cpu_s", 0), 2)}
+            for a, b in zip(after, before)]
+    return seconds, answers, rows
+
+
+def fishery(requests, messages):
+    def run(pool: PoolLLM):
+        return [(a.value, a.logprobs) for a in pool.answer(requests, messages)]
+    return run
+
+
+def social(members: int):
+    def run(pool: PoolLLM):
+        model = social_model(members)
+        backend = LLMBackend(pool.model_id, pool.sampling, llm=pool)
+        model.broker = DecisionBroker({"llm": backend})
+        model.step()
+        return [(c["phase"], c["agent_id"], c["answer"], c["logprobs"]) for c in backend.drain_calls()]
+    return run
+
+
+def case(name: str, run, pools: dict[int, PoolLLM], reps: int) -> dict:
+    seconds: dict[int, list[float]] = {n: [] for n in pools}
+    replicas: dict[int, list[dict]] = {}
+    answers: dict[int, list] = {}
+    for rep in range(reps):
+        for n in (POOLS if rep % 2 == 0 else POOLS[::-1]):
+            s, got, rows = measure(pools[n], run)
+            seconds[n].append(round(s, 2))
+            replicas[n], answers[n] = rows, got
+            print(f"{name} rep {rep} on {n} replicas: {s:.1f}s", flush=True)
+    med = {n: statistics.median(v) for n, v in seconds.items()}
+    # the busiest replica's CPU seconds: what the tick would take on cores of its own (a shared machine's wall time
+    # also counts the time other processes held the cores)
+    critical = {n: max(r["cpu_s"] for r in rows) for n, rows in replicas.items()}
+    out = {"seconds": {str(n): v for n, v in seconds.items()}, "median_s": {str(n): round(v, 2) for n, v in med.items()},
+           "speedup_2_over_1": round(med[1] / med[2], 2),
+           "busiest_replica_cpu_s_last_rep": {str(n): v for n, v in critical.items()},
+           "cpu_speedup_2_over_1": round(critical[1] / critical[2], 2) if critical[2] else None,
+           "identical_answers": all(answers[n] == answers[POOLS[0]] for n in POOLS),
+           "decisions": len(answers[POOLS[0]]), "replicas": {}}
+    for n, rows in replicas.items():
+        out["replicas"][str(n)] = [{**r, "prefix_reuse": round(1 - r["forwarded_tokens"] / r["prompt_tokens"], 3)
+                                    if r["prompt_tokens"] else None} for r in rows]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fishers", type=int, default=64)
+    ap.add_argument("--social", type=int, default=256)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--social-reps", type=int, default=2)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "pool-cpu.json"))
+    args = ap.parse_args()
+    import ray
+
+    ensure_ray(sum(POOLS))
+    llm = LLMSpec()
+    pools = {n: PoolLLM(llm, n) for n in POOLS}
+    requests = harvest_requests(args.fishers, months_before=3)
+    messages = [render_messages(r) for r in requests]
+    t = time.perf_counter()
+    for p in pools.values():  # every replica loads its model before anything is timed
+        ray.get([a.answer.remote([(requests[:2], messages[:2])]) for a in p.start()])
+    load_s = time.perf_counter() - t
+    results = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "load_avg_at_start": os.getloadavg()[0]},
+        "setup": {"replica": "Ray actor, 1 CPU, 1 torch thread, fp32, embedded SmolLM2-135M",
+                  "fishery_shards": [len(s) for s in shards(messages)], "warm_up_s": round(load_s, 1),
+                  "reps": args.reps, "order": "1, 2 replicas then 2, 1 in turns; medians"},
+        "fishery": case(f"fishery {args.fishers}", fishery(requests, messages), pools, args.reps),
+    }
+    results["fishery"]["agents"] = args.fishers
+    print(json.dumps(results["fishery"]), flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")  # (each case kept as soon as it is measured)
+    if args.social:
+        results["social"] = case(f"social {args.social}", social(args.social), pools, args.social_reps)
+        results["social"]["members"] = args.social
+        print(json.dumps(results["social"]), flush=True)
+    results["machine"]["load_avg_at_end"] = os.getloadavg()[0]
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

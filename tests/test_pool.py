@@ -1,0 +1,157 @@
+"""The inference pool (agents.llm.pool): shards, placement, and runs on engine replicas on a real local Ray instance."""
+
+import os
+import signal
+
+import pytest
+
+from agents.llm import pool
+from agents.llm.local.layout import LayoutRules
+from runner.backends import make_backends
+from runner.config import build_spec
+from runner.execution import execute
+from scenarios import get_scenario
+from sim.store.store import Store
+from tests.conftest import cli
+
+
+def _messages(system: str, n: int) -> list[list[dict[str, str]]]:
+    return [[{"role": "system", "content": system}, {"role": "user", "content": f"You are fisher {k}. " + "x" * k}]
+            for k in range(n)]
+
+
+def test_shards_keep_prefix_groups_whole_and_cover_the_batch():
+    """Every request is in one shard, a shard never mixes two prefix groups, and no shard passes the row cap."""
+    a = _messages("You fish a lake shared by many fishers; each month you choose a catch. " * 3, 40)
+    b = _messages("You post on a social network where members vote and comment on each other. " * 3, 9)
+    batch = [m for pair in zip(a, b) for m in pair] + a[len(b):]  # the two groups interleaved in request order
+    parts = pool.shards(batch)
+    assert sorted(i for p in parts for i in p) == list(range(len(batch)))
+    assert all(len(p) <= pool.SHARD_ROWS and p == sorted(p) for p in parts)
+    for p in parts:
+        assert len({batch[i][0]["content"] for i in p}) == 1, "a shard mixes two system texts"
+
+
+def test_shards_depend_on_the_prompts_alone():
+    """The same prompts in another order make the same shards (as sets of prompts): never a function of N or order."""
+    batch = _messages("You fish a lake shared by many fishers; each month you choose a catch. " * 3, 37)
+    order = list(reversed(range(len(batch))))
+    shuffled = [batch[i] for i in order]
+    as_text = lambda parts, b: sorted(sorted(str(b[i]) for i in p) for p in parts)  # noqa: E731
+    assert as_text(pool.shards(batch), batch) == as_text(pool.shards(shuffled), shuffled)
+
+
+def test_assign_spreads_shards_and_keeps_neighbours_together():
+    """Four equal shards on two replicas: two each, neighbours (one prefix group's shards) on the same replica."""
+    batch = _messages("s" * 200, 64)
+    parts = [list(range(k, k + 16)) for k in range(0, 64, 16)]
+    assert pool.assign(parts, batch, 2) == [0, 0, 1, 1]
+    assert sorted(pool.assign(parts, batch, 4)) == [0, 1, 2, 3]
+    assert pool.assign(parts, batch, 1) == [0, 0, 0, 0]
+
+
+def test_cli_refuses_bad_pool_settings_before_storing(tmp_path):
+    """An unreachable cluster, --address without replicas, 0 replicas or replicas of a served model: exit 2, no store."""
+    db = tmp_path / "runs.db"
+    url = f"sqlite:///{db}"
+    cases = [(["--replicas", "2", "--address", "127.0.0.1:1"], "cannot reach a Ray cluster"),
+             (["--address", "127.0.0.1:6379"], "--address is for a run on engine replicas"),
+             (["--replicas", "0"], "replicas"),
+             (["--replicas", "2", "--llm", "langchain_openai:ChatOpenAI"], "llm.replicas is for the local model")]
+    for flags, said in cases:
+        proc = cli("run", "commons", "--policy", "llm", "--ticks", "1", *flags, db=url)
+        assert proc.returncode == 2 and said in proc.stderr, (flags, proc.stderr)
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert not db.exists(), flags
+
+
+def test_a_local_sweep_refuses_replicas(tmp_path):
+    """A sweep on the local executor whose runs ask for replicas is refused (each worker would start a pool): exit 2."""
+    path = tmp_path / "pool.sweep.yaml"
+    path.write_text("scenario: commons\npolicy: llm\nseeds: 2\nbase: {months: 1}\nllm: {replicas: 2}\n")
+    db = tmp_path / "runs.db"
+    proc = cli("sweep", str(path), db=f"sqlite:///{db}")
+    assert proc.returncode == 2 and "llm.replicas is for one run" in proc.stderr and not db.exists(), proc.stderr
+
+
+# ----- on a real local Ray instance with the embedded model --------------------------------------------------------
+
+#: 8 fishers' harvest requests in shards of 3: three shards a month, spread over the replicas
+SMALL_SHARDS = LayoutRules(batch_tokens=1 << 62, max_batch=3, min_shared_prefix=64, split_cost=192)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray instance (2 CPUs) for the module."""
+    ray = pytest.importorskip("ray")
+    from runner.sweeps.ray_tasks import init_ray
+
+    init_ray(None, 2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def small_shards(monkeypatch):
+    monkeypatch.setattr(pool, "SHARD_RULES", SMALL_SHARDS)
+
+
+class KillingPool(pool.PoolLLM):
+    """A pool that, once armed (`kill_at`: the number of its batch), kills replica 0's process with SIGKILL right
+    after sending that batch's parts."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.kill_at, self.killed = None, []
+
+    def send(self, requests, messages):
+        import ray
+
+        victim = None
+        if self.calls + 1 == self.kill_at:
+            victim = ray.get(self.start()[0].pid.remote())  # asked before the batch queues behind it
+        sent = super().send(requests, messages)
+        if victim is not None:
+            os.kill(victim, signal.SIGKILL)
+            self.killed.append(victim)
+        return sent
+
+
+def _run(tmp_path, name: str, llm: pool.PoolLLM):
+    """A 2-month, 8-fisher LLM fishery on `llm`'s replicas, in a store of its own (no cache shared between runs)."""
+    spec = build_spec("commons", policy="llm", ticks=2, seed=4, sets=["fishers=8"], llm={"replicas": llm.replicas})
+    store = Store(f"sqlite:///{tmp_path / name}.db")
+    backends = make_backends(spec, get_scenario("commons"), store, llm_factory=lambda: llm)
+    before = {a["pid"]: a["requests"] for a in llm.stats()} if llm.actors else {}
+    result = execute(spec, store, backends=backends)
+    steps = [(s.tick, s.agent_id, s.action, s.payoff, s.fallback) for s in store.steps(result.run_id)]
+    calls = sorted((c.tick, c.agent_id, c.phase, c.key, c.answer, c.logprobs, c.cache_hit)
+                   for c in store.llm_calls(result.run_id))
+    stats = llm.stats()
+    answered = [a["requests"] - before.get(a["pid"], 0) for a in stats]  # by this run (a new process: all of its)
+    return result, steps, calls, {"answered": answered, "pids": [a["pid"] for a in stats]}
+
+
+@pytest.mark.slow
+def test_two_replicas_equal_one_and_survive_kill_9(local_ray, tmp_path, small_shards):
+    """A run on 2 replicas stores the same decisions, every tick, as on 1; a replica killed with kill -9 mid-run is
+    restarted, its part of the batch sent again, and the run finishes identical."""
+    spec = build_spec("commons", policy="llm", ticks=2, seed=4, sets=["fishers=8"], llm={"replicas": 1}).llm
+    single, double = pool.PoolLLM(spec, 1), KillingPool(spec, 2)
+    try:
+        one, steps1, calls1, stats1 = _run(tmp_path, "one", single)
+        single.close()  # (its CPU for the next pool's second replica)
+        two, steps2, calls2, stats2 = _run(tmp_path, "two", double)
+        assert one.status == two.status == "finished" and one.ticks == 2
+        assert len(steps1) == 16 and not any(s[-1] for s in steps1)
+        assert steps2 == steps1 and calls2 == calls1, "the same decisions and calls, to the log-probability"
+        assert not any(c[-1] for c in calls1), "every call was answered by the model, none by a cache"
+        assert stats1["answered"] == [16] and all(stats2["answered"]), "both replicas answered"
+        double.kill_at = double.calls + 2  # the second month's batch of the next run
+        killed, steps3, calls3, stats3 = _run(tmp_path, "killed", double)
+        assert double.killed, "no replica was killed"
+        assert killed.status == "finished" and steps3 == steps1 and calls3 == calls1
+        assert double.killed[0] not in stats3["pids"] and stats3["pids"][1] == stats2["pids"][1], "replica 0 replaced"
+    finally:
+        single.close()
+        double.close()
