@@ -73,8 +73,9 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         argv = [str(ROOT / "app.py"), *argv]
     warm()
-    if say:
-        print(say, flush=True)
+    if say:  # (in the terminal's own encoding: an em dash where it has one)
+        encoding = sys.stdout.encoding or "utf-8"
+        print(say.encode(encoding, errors="replace").decode(encoding), flush=True)
     return streamlit_cli(args=["run", *argv], prog_name="streamlit", standalone_mode=True) or 0
 
 
