@@ -4,7 +4,11 @@ For every page (a run that suits it, as `tests/screenshots.py` picks it, on the 
 a fresh server is started as `societas app` starts it (`python -m app_pages.serve`, which imports the pages' modules
 before it listens); once it answers, the page's URL is opened in headless Chromium, and the clock runs until its
 heading is there, the app is idle and its charts are drawn: the first render (a visitor's first view after the app
-said where it listens). The page is then opened again: warm. Beside the wall time (which a shared machine inflates),
+said where it listens), in a browser that never opened an app at that address (a new port each page: Streamlit's
+scripts are fetched and compiled afresh). The page is then opened again: warm. Then the server is stopped and a new
+one started on the same port, and the page opened once more: `first_returning`, the first render after a start for
+a browser that has the app's files cached (Streamlit serves them immutable for a year), as someone who opens
+`societas app` at its usual address meets it. Beside the wall time (which a shared machine inflates),
 the CPU seconds the app's server and the browser spent on it, the seconds from starting the server to its first
 answer (`start_s`, the warming included) and the load average. Writes benchmarks/results/app_pages-cpu.json.
 
@@ -89,29 +93,32 @@ def pages(url: str, root: Path) -> list[tuple[str, str, str]]:
 
 
 def measure(url: str, root: Path, log_dir: Path, warm: bool = True) -> dict[str, Any]:
-    """Each page's server start and its first and second render: wall seconds, the server's and the browser's CPU
-    seconds."""
+    """Each page's server start, its first and second render, and its first render on a new server for a browser that
+    has the app's files cached: wall seconds, the server's and the browser's CPU seconds."""
     results: dict[str, Any] = {}
     with browser.chrome() as driver:
         chrome = descendants(driver.service.process.pid)
         for slug, path, heading in pages(url, root):
-            box: dict[str, Any] = {"start": time.perf_counter()}
-            with browser.served_app(url, log_dir / f"{slug}.log", root=root, warm=warm,
-                                    started=lambda p: box.update(server=p, answered=time.perf_counter())) as base:
-                server = box["server"].pid
-                row: dict[str, Any] = {"start_s": round(box["answered"] - box["start"], 2),
-                                       "start_server_cpu_s": round(cpu_seconds([server]), 2)}
-                for label in ("first", "second"):
-                    chrome = descendants(driver.service.process.pid)
-                    before = (time.perf_counter(), cpu_seconds([server]), cpu_seconds(chrome))
-                    charts = slug not in ("runs", "launch", "policies", "conversations", "events")
-                    browser.open_page(driver, f"{base}/{path}", heading, charts=charts, charts_required=False, settle=0.0)
-                    chrome = descendants(driver.service.process.pid)
-                    row[label] = {"wall_s": round(time.perf_counter() - before[0], 2),
-                                  "server_cpu_s": round(cpu_seconds([server]) - before[1], 2),
-                                  "browser_cpu_s": round(max(0.0, cpu_seconds(chrome) - before[2]), 2)}
-                results[slug] = {"path": path, **row}
-                print(slug, row, flush=True)
+            port, row = browser._free_port(), {}
+            for visits in (("first", "second"), ("first_returning",)):
+                box: dict[str, Any] = {"start": time.perf_counter()}
+                with browser.served_app(url, log_dir / f"{slug}.log", root=root, warm=warm, port=port,
+                                        started=lambda p: box.update(server=p, answered=time.perf_counter())) as base:
+                    server = box["server"].pid
+                    if visits[0] == "first":
+                        row.update(start_s=round(box["answered"] - box["start"], 2),
+                                   start_server_cpu_s=round(cpu_seconds([server]), 2))
+                    for label in visits:
+                        chrome = descendants(driver.service.process.pid)
+                        before = (time.perf_counter(), cpu_seconds([server]), cpu_seconds(chrome))
+                        charts = slug not in ("runs", "launch", "policies", "conversations", "events")
+                        browser.open_page(driver, f"{base}/{path}", heading, charts=charts, charts_required=False, settle=0.0)
+                        chrome = descendants(driver.service.process.pid)
+                        row[label] = {"wall_s": round(time.perf_counter() - before[0], 2),
+                                      "server_cpu_s": round(cpu_seconds([server]) - before[1], 2),
+                                      "browser_cpu_s": round(max(0.0, cpu_seconds(chrome) - before[2]), 2)}
+            results[slug] = {"path": path, **row}
+            print(slug, row, flush=True)
     return results
 
 
