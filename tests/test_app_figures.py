@@ -775,12 +775,16 @@ def test_agent_tables_show_every_row_and_keep_the_id_in_view(store, monkeypatch)
 
 def test_the_boards_legend_lists_only_what_the_game_has(store, monkeypatch, tmp_path):
     """Replay of a Gathering game: the board's legend lists walls, apples, the tagging beam and tagged-out agents, not
-    Cleanup's river, waste and cleaning beam (before: every layer of both games); Cleanup's lists those too."""
+    Cleanup's river, waste and cleaning beam (before: every layer of both games), nor does its animation's caption;
+    Cleanup's list those too."""
     s = Store(f"sqlite:///{tmp_path / 'g.db'}")
     gathering = _run(s, "gathering", 0, ("map=small", "agents=4", "episode_steps=20"), 6)
 
     def legend(url: str, rid: str) -> list[str]:
         at = _open(_app(url, monkeypatch), "replay", run=rid, tick="3")
+        said = " ".join(i.caption for el in apptest.elements(at.main) if getattr(el, "type", "") == "image"
+                        for i in el.proto.imgs)
+        assert ("river" in said) == (rid == store["ids"]["cleanup"]), said
         spec, data = _chart(at, "the board")
         assert not apptest.chart_problems(spec, data)
         colours = [layer["encoding"]["color"] for layer in _layers(spec)
