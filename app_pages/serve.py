@@ -49,11 +49,14 @@ def page_imports(root: Path = ROOT) -> list[tuple[str, tuple[str, ...]]]:
 def warm(root: Path = ROOT) -> float:
     """Import what the pages import, load the built-in scenario classes, draw one chart's spec; the seconds it took."""
     start = time.perf_counter()
-    for module, names in page_imports(root):
-        __import__(module, fromlist=names)  # (as `from module import names` does: a name may be a submodule)
-    for name in sorted(BUILTIN):
-        REGISTRY[name]
-    _validate_a_chart()
+    steps = [(f"import {module}", lambda m=module, n=names: __import__(m, fromlist=n))  # (as `from m import n` does)
+             for module, names in page_imports(root)]
+    steps += [(f"scenario {name}", lambda n=name: REGISTRY[n]) for name in sorted(BUILTIN)]
+    for what, step in [*steps, ("a chart's spec", _validate_a_chart)]:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - the app still starts: the page that needs it says what failed
+            print(f"warming the app: {what} failed ({type(exc).__name__}: {exc}); left to the first visit", file=sys.stderr)
     return time.perf_counter() - start
 
 
