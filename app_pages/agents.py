@@ -15,7 +15,7 @@ import streamlit as st
 from analysis import memories
 from analysis.model_usage import usage_rows
 from analysis.vectors import vector_totals
-from app_pages import charts, export
+from app_pages import charts, export, tables
 from app_pages.common import choose_agent, choose_run, noun, over_usage, page, q, scenario_class, units, url_tabs, vq
 
 MAX_LINES = 40
@@ -78,14 +78,19 @@ def _all(run: dict, agents: pd.DataFrame) -> None:
                          "reward", "over_usage", "usage_decisions", "violations", "sanctions_received", "sanctions_given",
                          "fallbacks") if c in frame]
     pay = f" ({unit['payoff']})" if unit.get("payoff") else ""
-    st.dataframe(frame.sort_values("agent_id")[shown], hide_index=True, width="stretch",
-                 column_config={"payoff": st.column_config.NumberColumn(f"total payoff{pay}", format="%.4g"),
-                                "reward": st.column_config.NumberColumn("total reward", format="%.4g"),
-                                "ticks": st.column_config.NumberColumn(f"{unit_of_time}s", format="%d"),
-                                "over_usage": st.column_config.NumberColumn("over-usage", help="decisions above the "
-                                                                            "sustainable share of their tick"),
-                                "joined": st.column_config.NumberColumn(f"joined at {unit_of_time}",
-                                                                        help="0: from the start", format="%d")})
+    phase = getattr(cls, "usage_phase", None) if cls is not None else None
+    late = bool((frame["joined"] > 0).any()) if "joined" in frame else False
+    tables.table(frame.sort_values("agent_id")[[c for c in shown if c != "joined" or late]], column_config={
+        "agent_id": st.column_config.NumberColumn("agent", pinned=True, format="%d"),
+        "payoff": st.column_config.NumberColumn(f"payoff{pay}", format="%.4g", help="total over the run"),
+        "reward": st.column_config.NumberColumn("reward", format="%.4g", help="total over the run"),
+        "ticks": st.column_config.NumberColumn(f"{unit_of_time}s", format="%d"),
+        "generation": st.column_config.NumberColumn("gen.", format="%d", help="generation"),
+        "over_usage": st.column_config.NumberColumn("over-use", help="decisions above the sustainable share of their tick"),
+        "usage_decisions": st.column_config.NumberColumn(f"{phase or 'usage'}s", help=f"`{phase}` decisions counted"),
+        "sanctions_received": st.column_config.NumberColumn("sanctioned", help="sanctions received"),
+        "sanctions_given": st.column_config.NumberColumn("sanctioning", help="sanctions given"),
+        "joined": st.column_config.NumberColumn(f"joined at {unit_of_time}", help="0: from the start", format="%d")})
     ids = frame.sort_values("payoff", ascending=False)["agent_id"].astype(int).tolist()
     if len(ids) > MAX_LINES:
         st.caption(f"The chart draws the {MAX_LINES} agents with the highest total payoff; pick others below.")
@@ -94,7 +99,6 @@ def _all(run: dict, agents: pd.DataFrame) -> None:
                             format_func=lambda a: labels[a], key="agents_compared")
     if not chosen:
         return
-    phase = getattr(cls, "usage_phase", None) if cls is not None else None
     series = q("agent_series", run, run["run_id"], tuple(sorted(chosen)), phase).copy()
     series["agent"] = series["agent_id"].map(labels)
     order = [labels[a] for a in sorted(chosen)]  # agent 2 before agent 10
@@ -133,8 +137,7 @@ def _vector_table(run: dict, agents: pd.DataFrame, labels: dict[int, str]) -> No
     totals = vector_totals(vectors)
     totals.insert(1, "agent", totals["agent_id"].map(labels))
     comps = [c for c in totals.columns if c not in ("agent_id", "agent")]
-    st.dataframe(totals, hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(c, format="%.4g") for c in comps})
+    tables.table(totals, column_config={c: st.column_config.NumberColumn(c, format="%.4g") for c in comps})
     weights = (q("get_run", run, run["run_id"]) or {}).get("config", {}).get("reward_weights") or {"payoff": 1}
     st.caption("The reward is " + " + ".join(f"{w:g} × {c}" for c, w in weights.items())
                + " per tick, then the reward mode; the other components are recorded beside it (docs/learning.md).")
@@ -150,7 +153,7 @@ def _usage(run: dict, detail: dict) -> None:
     cost = None if rows["cost"].isna().any() else float(rows["cost"].sum())
     st.caption("Cost from the price table (analysis/prices.yaml, or $SOCIETAS_PRICES): "
                + (f"{cost:.4g}" if cost is not None else "a model has no price") + "; cache hits cost nothing.")
-    st.dataframe(rows.drop(columns=["model_id"]), hide_index=True, width="stretch")
+    tables.table(rows.drop(columns=["model_id"]), pin="group")
 
 
 def _studies(run: dict, table: pd.DataFrame) -> None:
@@ -166,7 +169,7 @@ def _studies(run: dict, table: pd.DataFrame) -> None:
             st.text(study["question"])  # (plain text: a question is not markdown)
             answers = pd.DataFrame(study["answers"])
             shown = [c for c in ("agent_id", "group", "model", "answer", "score", "fallback", "cached") if c in answers]
-            st.dataframe(answers[shown], hide_index=True, width="stretch")
+            tables.table(answers[shown])
             if study["counts"]:
                 st.bar_chart(pd.Series(study["counts"], name="answers"), horizontal=True)
             st.caption(f"stored as run {study['study_id']}")
@@ -240,7 +243,8 @@ def _decisions(steps: pd.DataFrame, phases: list[str], unit_of_time: str) -> Non
     st.subheader("Decisions")
     st.caption("Rows in red are fallbacks: the LLM's answer was outside the action space and the default was used.")
     styled = actions.style.apply(_highlight, axis=1).format({"payoff": "{:.4g}", "reward": "{:.4g}"})
-    st.dataframe(styled, hide_index=True, width="stretch", column_config={"tick": st.column_config.NumberColumn(unit_of_time)})
+    st.dataframe(styled, hide_index=True, width="stretch", height=tables.height(len(actions)),
+                 column_config={"tick": st.column_config.NumberColumn(unit_of_time, pinned=True)})
 
 
 def _calls(run: dict, agent: int, unit_of_time: str) -> None:
@@ -291,7 +295,7 @@ def _memory(run: dict, steps: pd.DataFrame, unit_of_time: str) -> None:
         st.text(mem["summary"])
     items = pd.DataFrame(mem.get("items") or [])
     if not items.empty:
-        st.dataframe(items, hide_index=True, width="stretch", column_config={"tick": st.column_config.NumberColumn(unit_of_time)})
+        tables.table(items, pin="tick", column_config={"tick": st.column_config.NumberColumn(unit_of_time, pinned=True)})
     rel = mem.get("relationships") or {}
     if rel:
         rel_df = pd.DataFrame([{"peer": int(k), "trust": v} for k, v in rel.items()])

@@ -99,7 +99,7 @@ def band(df: pd.DataFrame, *, mid: str, lo: str, hi: str, title: str = "", unit:
     colour = alt.Color("series:N", title=None, sort=order, scale=alt.Scale(domain=order, range=["#4c78a8", "#9ecae9"]),
                        legend=legend(2, symbol="square"))
     y_title = titled(what, unit)
-    base = alt.Chart(long, title=title).encode(x=tick_axis(noun))
+    base = alt.Chart(title=title).encode(x=tick_axis(noun))  # (the rows are the layer's: `metric` says why)
     area = base.transform_filter("isValid(datum.lo)").mark_area(opacity=0.35).encode(
         y=alt.Y("lo:Q", title=y_title, axis=alt.Axis(format=NUMBER), scale=alt.Scale(zero=False)), y2="hi:Q",
         color=colour, tooltip=[alt.Tooltip("tick:Q", title=noun), alt.Tooltip("lo:Q", format=NUMBER, title="min"),
@@ -107,7 +107,7 @@ def band(df: pd.DataFrame, *, mid: str, lo: str, hi: str, title: str = "", unit:
     line = base.transform_filter("isValid(datum.value)").mark_line(point=len(df) <= 60).encode(
         y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=NUMBER)), color=colour,
         tooltip=[alt.Tooltip("tick:Q", title=noun), alt.Tooltip("value:Q", format=NUMBER, title=f"mean {what}")])
-    return alt.layer(area, line).properties(height=240)
+    return alt.layer(area, line, data=long).properties(height=240)
 
 
 def histogram(df: pd.DataFrame, column: str, *, title: str = "", unit: str = "", counted: str = "agents") -> alt.Chart:
@@ -240,12 +240,14 @@ def metric(df: pd.DataFrame, column: str, *, unit: str = "", lines: Sequence[tup
     y = alt.Y(f"{field(column)}:Q", title=label, scale=alt.Scale(domain=[lo - pad, hi + pad], nice=False),
               axis=value_axis(values))
     tips = [alt.Tooltip("tick:Q", title=noun), alt.Tooltip(f"{field(column)}:Q", format=NUMBER, title=label)]
-    line = alt.Chart(data, title=title or column).mark_line(point=len(data) <= 60 and select is None).encode(
+    # (the rows are given once, to the layer: layers that each held the same frame made Altair hash each one's
+    # printed frame, a tenth of a Run page's server time)
+    line = alt.Chart(title=title or column).mark_line(point=len(data) <= 60 and select is None).encode(
         x=tick_axis(noun), y=y, tooltip=tips)
     layers: list[Any] = [line]
     if select is not None:  # the points a click picks (the tick's conversation and prompts open below)
         pick = alt.selection_point(name=select, fields=["tick"], on="click", nearest=True)
-        layers.append(alt.Chart(data).mark_point(filled=True, size=70, cursor="pointer").encode(
+        layers.append(alt.Chart().mark_point(filled=True, size=70, cursor="pointer").encode(
             x=tick_axis(noun), y=y, tooltip=tips, opacity=alt.condition(pick, alt.value(1.0), alt.value(0.55))).add_params(pick))
     if len(refs):
         rule = alt.Chart(refs).mark_rule(strokeDash=[5, 4], color="#c44").encode(
@@ -253,7 +255,7 @@ def metric(df: pd.DataFrame, column: str, *, unit: str = "", lines: Sequence[tup
         text = alt.Chart(refs).mark_text(align="left", dx=3, dy=-6, color="#c44", fontSize=11).encode(
             y="value:Q", x=alt.value(0), text="line:N")
         layers += [rule, text]
-    return alt.layer(*layers).properties(height=height)
+    return alt.layer(*layers, data=data).properties(height=height)
 
 
 def norm_counts(timeline: pd.DataFrame, last_tick: int, colours: Mapping[str, str], noun: str = "tick") -> alt.Chart:

@@ -207,6 +207,27 @@ def vq(name: str, run: Optional[dict[str, Any]], *args: Any, **kwargs: Any) -> A
     return _cached("vectors", name, run, args, kwargs)
 
 
+#: state fields that count agents by kind (`state.strategies.greedy`: the fishers who use `greedy`)
+COUNTS = ("state.strategies.",)
+
+
+def counted(ticks: pd.DataFrame) -> pd.DataFrame:
+    """A run's tick frame with every count of agents by kind (`COUNTS`) that a tick lacks set to 0, on each tick that
+    counted some kind: a scenario's state names only the kinds in use (the fishery's drops a strategy no fisher uses
+    any more), so a strategy given up after month 1 would be one point, not a line down to 0. The kinds are those the
+    run's ticks name; the stored state stays as it is (replays compare it)."""
+    out = ticks
+    for prefix in COUNTS:
+        group = [c for c in ticks.columns if c.startswith(prefix)]
+        if not group:
+            continue
+        counting = ticks[group].notna().any(axis=1)
+        if out is ticks:
+            out = ticks.copy()
+        out.loc[counting, group] = ticks.loc[counting, group].fillna(0)
+    return out
+
+
 def clear_caches() -> None:
     _runs.clear()
     _query.clear()

@@ -20,8 +20,8 @@ import streamlit as st
 from analysis import compare as cmp
 from app_pages import charts, export, tick_view
 from app_pages import compare_charts as cc
-from app_pages.common import (as_int, db_url, engine as common_engine, eq, init_state, noun, page, q, set_url, unit_of,
-                              url_list, url_tabs, url_value)
+from app_pages.common import (as_int, counted, db_url, engine as common_engine, eq, init_state, noun, page, q, set_url,
+                              unit_of, url_list, url_tabs, url_value)
 from app_pages.said import action_words
 from sim.store import queries
 
@@ -288,7 +288,7 @@ def _survival(view: View) -> None:
 
 def _tick_frames(view: View, loader: Any) -> dict[str, pd.DataFrame]:
     rows = view.chosen.head(MAX_OVER_TIME)
-    return {r["run_id"]: loader(r) for _, r in rows.iterrows()}
+    return {r["run_id"]: counted(loader(r)) for _, r in rows.iterrows()}
 
 
 #: the click selection on the runs' points of Over time, and where the clicked run and tick are kept
@@ -400,7 +400,7 @@ def _forks(view: View) -> None:
     branch = pd.to_numeric(forks["branch_tick"], errors="coerce").min() if "branch_tick" in forks else None
     lines = []
     for _, r in pd.concat([prow, forks]).iterrows():
-        frame = q("tick_frame", r.to_dict(), r["run_id"])
+        frame = counted(q("tick_frame", r.to_dict(), r["run_id"]))
         if not frame.empty:
             frame = frame.copy()
             frame["run"] = ("parent " if r["run_id"] == parent else "fork ") + r["run_id"]

@@ -22,6 +22,15 @@ BOARD = 440  # the board's width in pixels (a cell takes BOARD / width, 8 to 24)
 GIF_CELL = 10  # and in the animation
 
 
+def layers_of(b: Board) -> list[str]:
+    """The layers this board can show, in `LAYER_COLOURS`' order: walls and apples where its map has them, the river,
+    its waste and the cleaning beam only where it has a river (Cleanup, not Gathering); the tagging beam and tagged-out
+    agents in both games."""
+    has = {"wall": bool(np.asarray(b.walls).any()), "river": bool(b.river), "apple": bool(b.apples),
+           "waste": bool(b.river), "clean beam": bool(b.river)}
+    return [layer for layer in LAYER_COLOURS if has.get(layer, True)]
+
+
 def _rects(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
     out["col2"], out["row2"] = out["col"] + 1, out["row"] + 1
@@ -39,11 +48,13 @@ def board_chart(b: Board, cells: pd.DataFrame, agents: pd.DataFrame, walls: pd.D
                      bind=alt.binding_range(min=first, max=last, step=1, name=f"{noun} "))
     x = alt.X("col:Q", scale=alt.Scale(domain=[0, w], nice=False), axis=None)
     y = alt.Y("row:Q", scale=alt.Scale(domain=[h, 0], nice=False), axis=None)
-    colour = alt.Color("layer:N", title=None, scale=alt.Scale(domain=list(LAYER_COLOURS), range=list(LAYER_COLOURS.values())),
+    shown = layers_of(b)  # (the legend lists only what this game has: no river in Gathering's)
+    colour = alt.Color("layer:N", title=None, scale=alt.Scale(domain=shown, range=[LAYER_COLOURS[k] for k in shown]),
                        legend=alt.Legend(orient="bottom", columns=4))
     wall = alt.Chart(_rects(walls)).mark_rect(color=LAYER_COLOURS["wall"]).encode(x=x, x2="col2:Q", y=y, y2="row2:Q")
     now = alt.datum.tick == step
-    ground = alt.Chart(_rects(cells[cells["layer"].isin(["river", "apple", "waste", "beam", "clean beam"])])).mark_rect(
+    ground = alt.Chart(_rects(cells[cells["layer"].isin([k for k in ("river", "apple", "waste", "beam", "clean beam")
+                                                         if k in shown])])).mark_rect(
         opacity=0.9).encode(x=x, x2="col2:Q", y=y, y2="row2:Q", color=colour,
                             tooltip=["layer:N", "row:Q", "col:Q"]
                             ).add_params(step).transform_filter(now)

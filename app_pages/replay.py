@@ -115,9 +115,11 @@ def _grid(run: dict, cursor: int, last: int, unit: str) -> None:
                      f"{run['run_id']}-board-{cursor}", key="replay-board", stretch=False)
     with right:
         ticks = sorted(states)
+        river = "river" in grid_view.layers_of(b)  # (Gathering has none: its caption says nothing of one)
         st.image(_animation(run, b, first, end, cells, agents, ticks), caption=f"{unit}s {first}-{end}, 4 a second: agents "
-                 "(a colour each, a white dot on the side they face, grey when tagged out), apples green, the river "
-                 "blue and its waste brown, tagging beams yellow, cleaning beams cyan")
+                 "(a colour each, a white dot on the side they face, grey when tagged out), apples green, "
+                 + ("the river blue and its waste brown, tagging beams yellow, cleaning beams cyan" if river
+                    else "tagging beams yellow"))
 
 
 def _animation(run: dict, b: grid_frames.Board, first: int, end: int, cells: pd.DataFrame, agents: pd.DataFrame,

@@ -14,8 +14,8 @@ import streamlit as st
 
 from analysis.frames import run_frames
 from app_pages import charts, export, tick_view
-from app_pages.common import (as_int, choose_run, clear_caches, db_url, lineage_note, metric_docs, noun, page, q,
-                              sandbox_note, scenario_class, set_url, tick_picker, unit_of, url_tabs, url_value)
+from app_pages.common import (as_int, choose_run, clear_caches, counted, db_url, lineage_note, metric_docs, noun,
+                              page, q, sandbox_note, scenario_class, set_url, tick_picker, unit_of, url_tabs, url_value)
 from sim.store.store import Store
 
 SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "perolat_peace"]
@@ -54,7 +54,7 @@ def render(table: pd.DataFrame) -> None:
             clear_caches()
             st.rerun()
 
-    ticks = q("tick_frame", run, run["run_id"])
+    ticks = counted(q("tick_frame", run, run["run_id"]))
     # only the open tab runs: the agents' aggregates scan every agent step of the run
     tabs = url_tabs(list(TABS), "run_tab")
     for tab, show in zip(tabs, TABS.values()):

@@ -1,14 +1,22 @@
 """How long each page of the app takes to show, the first time after the app starts and again, in a real browser.
 
 For every page (a run that suits it, as `tests/screenshots.py` picks it, on the rich screenshot store by default),
-a fresh `streamlit run app.py` is started, the page's URL is opened in headless Chromium, and the clock runs until
-its heading is there, the app is idle and its charts are drawn: the first render. The page is then opened again:
-warm. Beside the wall time (which a shared machine inflates), the CPU seconds the app's server and the browser
-spent on it, and the load average. Writes benchmarks/results/app_pages-cpu.json.
+a fresh server is started as `societas app` starts it (`python -m app_pages.serve`, which imports the pages' modules
+before it listens); once it answers, the page's URL is opened in headless Chromium, and the clock runs until its
+heading is there, the app is idle and its charts are drawn: the first render (a visitor's first view after the app
+said where it listens), in a browser that never opened an app at that address (a new port each page: Streamlit's
+scripts are fetched and compiled afresh). The page is then opened again: warm. Then the server is stopped and a new
+one started on the same port, and the page opened once more: `first_returning`, the first render after a start for
+a browser that has the app's files cached (Streamlit serves them immutable for a year), as someone who opens
+`societas app` at its usual address meets it. Beside the wall time (which a shared machine inflates),
+the CPU seconds the app's server and the browser spent on it, the seconds from starting the server to its first
+answer (`start_s`, the warming included) and the load average. Writes benchmarks/results/app_pages-cpu.json.
 
     python benchmarks/app_pages.py                          # builds (or reuses) shots/rich/runs.db
     python benchmarks/app_pages.py --db sqlite:///runs.db   # another store
     python benchmarks/app_pages.py --root /tmp/base         # another checkout's app (a before/after on one store)
+    python benchmarks/app_pages.py --cold                   # a plain `streamlit run app.py`: nothing imported before
+                                                            # the first visit (what the launcher saves)
 """
 
 from __future__ import annotations
@@ -84,27 +92,33 @@ def pages(url: str, root: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-def measure(url: str, root: Path, log_dir: Path) -> dict[str, Any]:
-    """Each page's first and second render: wall seconds, the server's and the browser's CPU seconds."""
+def measure(url: str, root: Path, log_dir: Path, warm: bool = True) -> dict[str, Any]:
+    """Each page's server start, its first and second render, and its first render on a new server for a browser that
+    has the app's files cached: wall seconds, the server's and the browser's CPU seconds."""
     results: dict[str, Any] = {}
     with browser.chrome() as driver:
         chrome = descendants(driver.service.process.pid)
         for slug, path, heading in pages(url, root):
-            box: dict[str, Any] = {}
-            with browser.served_app(url, log_dir / f"{slug}.log", root=root, started=lambda p: box.update(server=p)) as base:
-                server = box["server"].pid
-                row = {}
-                for label in ("first", "second"):
-                    chrome = descendants(driver.service.process.pid)
-                    before = (time.perf_counter(), cpu_seconds([server]), cpu_seconds(chrome))
-                    charts = slug not in ("runs", "launch", "policies", "conversations", "events")
-                    browser.open_page(driver, f"{base}/{path}", heading, charts=charts, charts_required=False, settle=0.0)
-                    chrome = descendants(driver.service.process.pid)
-                    row[label] = {"wall_s": round(time.perf_counter() - before[0], 2),
-                                  "server_cpu_s": round(cpu_seconds([server]) - before[1], 2),
-                                  "browser_cpu_s": round(max(0.0, cpu_seconds(chrome) - before[2]), 2)}
-                results[slug] = {"path": path, **row}
-                print(slug, row, flush=True)
+            port, row = browser._free_port(), {}
+            for visits in (("first", "second"), ("first_returning",)):
+                box: dict[str, Any] = {"start": time.perf_counter()}
+                with browser.served_app(url, log_dir / f"{slug}.log", root=root, warm=warm, port=port,
+                                        started=lambda p: box.update(server=p, answered=time.perf_counter())) as base:
+                    server = box["server"].pid
+                    if visits[0] == "first":
+                        row.update(start_s=round(box["answered"] - box["start"], 2),
+                                   start_server_cpu_s=round(cpu_seconds([server]), 2))
+                    for label in visits:
+                        chrome = descendants(driver.service.process.pid)
+                        before = (time.perf_counter(), cpu_seconds([server]), cpu_seconds(chrome))
+                        charts = slug not in ("runs", "launch", "policies", "conversations", "events")
+                        browser.open_page(driver, f"{base}/{path}", heading, charts=charts, charts_required=False, settle=0.0)
+                        chrome = descendants(driver.service.process.pid)
+                        row[label] = {"wall_s": round(time.perf_counter() - before[0], 2),
+                                      "server_cpu_s": round(cpu_seconds([server]) - before[1], 2),
+                                      "browser_cpu_s": round(max(0.0, cpu_seconds(chrome) - before[2]), 2)}
+            results[slug] = {"path": path, **row}
+            print(slug, row, flush=True)
     return results
 
 
@@ -112,6 +126,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", help="the store (default: shots/rich/runs.db, built by tests/screenshots.py if absent)")
     ap.add_argument("--root", default=str(ROOT), help="the checkout whose app.py is served")
+    ap.add_argument("--cold", action="store_true", help="start a plain `streamlit run app.py` (nothing imported "
+                    "before the first visit) instead of the app's launcher")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "app_pages-cpu.json"))
     args = ap.parse_args()
     url = args.db
@@ -124,10 +140,12 @@ def main() -> None:
     log_dir = Path(args.out).parent / "app_pages-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
-    results = measure(url, Path(args.root), log_dir)
+    results = measure(url, Path(args.root), log_dir, warm=not args.cold)
     out = {"benchmark": "app_pages", "date": datetime.now(timezone.utc).date().isoformat(),
            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "processor": platform.processor()},
-           "root": str(args.root), "store": url, "load_average_1min": {"before": round(load[0], 2),
+           "root": str(args.root), "store": url,
+           "launcher": ("python -m app_pages.serve (as societas app)" if not args.cold and
+                        (Path(args.root) / "app_pages" / "serve.py").exists() else "streamlit run app.py"), "load_average_1min": {"before": round(load[0], 2),
                                                                          "after": round(os.getloadavg()[0], 2)},
            "pages": results}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")

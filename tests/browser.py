@@ -37,15 +37,19 @@ def _free_port() -> int:
 
 @contextmanager
 def served_app(db_url: str, log: Path | None = None, timeout: float = 90.0, flags: tuple[str, ...] = (),
-               root: Path = ROOT, started: Callable[[subprocess.Popen], None] | None = None) -> Iterator[str]:
-    """`streamlit run app.py -- --db URL FLAGS` on a free local port (FLAGS: --allow-write, --allow-code) from `root`
-    (this checkout's app by default); yields its base URL; stopped on exit. `started` is handed the server's process
-    once it answers (the benchmark reads its CPU time)."""
-    port = _free_port()
+               root: Path = ROOT, started: Callable[[subprocess.Popen], None] | None = None,
+               warm: bool = True, port: int | None = None) -> Iterator[str]:
+    """The app on `db_url` as `societas app` serves it (`python -m app_pages.serve`: its pages' modules imported before
+    it listens; `warm=False`, or a checkout without that launcher: a plain `streamlit run app.py`), with FLAGS
+    (--allow-write, --allow-code) on a free local port, from `root` (this checkout's app by default); yields its base
+    URL; stopped on exit. `started` is handed the server's process once it answers (the benchmark reads its CPU time);
+    `port`: that port rather than a free one (a browser that opened an app there before has its files cached)."""
+    port = port or _free_port()
     log = log or Path(tempfile.mkdtemp(prefix="societas-app-")) / "streamlit.log"
     out = open(log, "w")
+    launcher = ["-m", "app_pages.serve"] if warm and (root / "app_pages" / "serve.py").exists() else ["-m", "streamlit", "run"]
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(root / "app.py"), "--server.headless", "true", "--server.port",
+        [sys.executable, *launcher, str(root / "app.py"), "--server.headless", "true", "--server.port",
          str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none", "--", "--db", db_url, *flags],
         cwd=root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,

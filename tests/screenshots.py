@@ -177,16 +177,18 @@ PAGES: list[tuple[str, str, str, str, str]] = [
      "lines; every point can be clicked to open its month", "commons", ""),
     ("run", "Run", "GovSim's viewer: a month of a fishery whose LLM fishers talk, opened from a chart (here by its URL, "
      "`?open=2`): what was said, each decision, the harvest prompts and answers", "llm", "open=2&tab=Metrics"),
-    ("run", "Run", "the run's state trajectories (resource, norm, strategies), each with its unit", "commons", "tab=Trajectories"),
+    ("run", "Run", "the run's state trajectories (resource, norm, strategies), each with its unit; a strategy the fishers "
+     "gave up drawn down to 0, not cut off", "commons", "tab=Trajectories"),
     ("run", "Run", "a fork: where it comes from (which run, which tick), links to its parent and to both side by side",
      "fork", "tab=Agents"),
-    ("agents", "Agents", "every agent (role, strategy, totals, over-usage, sanctions), action and payoff per month in "
-     "agent order with units, and Sotopia's per-agent scores: each reward component summed per agent", "commons", ""),
+    ("agents", "Agents", "every agent (role, strategy, totals, over-usage, sanctions) under short headers, the id pinned "
+     "when the table scrolls sideways, action and payoff per month in agent order with units, and Sotopia's per-agent "
+     "scores: each reward component summed per agent", "commons", ""),
     ("agents", "Agents", "Concordia's per-agent log of an LLM fisher: payoff, its reward vector over time (one small "
      "chart per component), decisions, the exact prompts and answers, and its memory timeline", "llm",
      "tab=One+agent&agent=1"),
-    ("agents", "Agents", "a donor game of three generations: agents in id order (2 before 10), units of its donations",
-     "donor", ""),
+    ("agents", "Agents", "a donor game of three generations: every agent in id order (2 before 10), all 16 rows shown, "
+     "units of its donations", "donor", ""),
     ("network", "Network", "the follow graph at the cursor tick: seeded graph + follows, edges with arrows; the degree "
      "distribution on a linear axis", "social", ""),
     ("network", "Network", "a market's interaction graph: customers and businesses apart", "market", ""),
@@ -198,7 +200,8 @@ PAGES: list[tuple[str, str, str, str, str]] = [
     ("replay", "Replay", "a Cleanup game's board at a step with beams (agents facing their way, apples, the river and "
      "its waste, cleaning and tagging beams) with a step slider drawn in the browser, and the steps animated", "cleanup",
      "tick=beams"),
-    ("replay", "Replay", "a Gathering game's board: agents, apples and tagging beams, animated", "gathering", "tick=beams"),
+    ("replay", "Replay", "a Gathering game's board: agents, apples and tagging beams, animated; its legend lists only "
+     "what Gathering has (no river, waste or cleaning beam)", "gathering", "tick=beams"),
     ("policies", "Policies", "a synthesis run's programs, each episode's reward and Perolat's four over iterations, with "
      "titles and named axes", "synthesis", ""),
     ("compare", "Compare", "every fishery run grouped by policy, backend, lineage and config (15 groups): each run, "

@@ -698,3 +698,100 @@ def test_launch_form_shows_floats_without_padded_decimals(store, monkeypatch):
     formats = {n.label: n.proto.format for n in at.number_input}
     assert formats["capacity"] == "%g" and formats["regrowth"] == "%g" and formats["fishers"] in ("", "%d"), formats
     assert not [label for label, f in formats.items() if f.endswith(".2f")]
+
+
+# ----- the last of issue 41: a strategy given up, whole agent tables, a game's own legend -----------------------------
+def test_a_strategy_given_up_is_drawn_at_zero_and_stays_out_of_the_stored_state(store, monkeypatch):
+    """Run → Trajectories of a fishery where the greedy fishers learn to fish sustainably: the greedy count is a line
+    down to 0 on every month (before: one point, the state names only the strategies in use); the stored state still
+    lacks it (replays compare it)."""
+    rid = store["ids"]["rich"]
+    stored = {t.tick: t.state["strategies"] for t in store["store"].ticks(rid)}
+    gone = [t for t, s in stored.items() if "greedy" not in s]
+    assert gone and any("greedy" in s for s in stored.values()), stored
+    at = _tab(_open(_app(store["url"], monkeypatch), "run", run=rid), "run_tab", "Trajectories")
+    at.multiselect[0].set_value(["state.strategies.greedy", "state.strategies.sustainable"]).run()
+    spec, data = _chart(at, "state.strategies.greedy")
+    assert not apptest.chart_problems(spec, data)
+    greedy = _frame(data, "tick", "state.strategies.greedy").set_index("tick")["state.strategies.greedy"]
+    assert sorted(greedy.index) == sorted(stored)
+    assert all(greedy[t] == stored[t].get("greedy", 0) for t in stored)
+    assert "greedy" not in store["store"].ticks(rid)[-1].state["strategies"]
+
+
+def test_counts_by_kind_are_filled_only_on_ticks_that_counted():
+    """`counted`: a kind a tick's count lacks is 0 there; a tick with no count at all stays missing, and so does a
+    state field that is not a count (a norm not agreed yet)."""
+    from app_pages.common import counted
+
+    ticks = pd.DataFrame({"tick": [1, 2, 3], "state.strategies.greedy": [2, None, None],
+                          "state.strategies.sustainable": [4, 6, None], "state.norm": [None, 8.0, None]})
+    out = counted(ticks)
+    assert out["state.strategies.greedy"].tolist()[:2] == [2, 0] and out["state.strategies.sustainable"].tolist()[:2] == [4, 6]
+    assert out.loc[2, ["state.strategies.greedy", "state.strategies.sustainable", "state.norm"]].isna().all()
+    assert out["state.norm"].isna().tolist() == [True, False, True] and ticks["state.strategies.greedy"].isna().sum() == 2
+
+
+def _tables_drawn(monkeypatch) -> list[dict]:
+    """Every st.dataframe call of the pages run after this: its rows, height and column config (what the browser gets)."""
+    import streamlit
+
+    calls: list[dict] = []
+    real = streamlit.dataframe
+
+    def spy(data=None, *args, **kwargs):
+        frame = data.data if hasattr(data, "data") and not isinstance(data, pd.DataFrame) else data
+        calls.append({"frame": frame, "height": kwargs.get("height", "auto"), "config": kwargs.get("column_config") or {}})
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "dataframe", spy)
+    return calls
+
+
+def test_agent_tables_show_every_row_and_keep_the_id_in_view(store, monkeypatch):
+    """Agents: the 12 donors' table and their reward vectors are shown whole (before: cut at 10 rows), each with its
+    agent id pinned while a wide table scrolls sideways, without a column no agent fills (an empty persona), under
+    short headers; a community of 60 scrolls within 20 rows."""
+    calls = _tables_drawn(monkeypatch)
+    at = _open(_app(store["url"], monkeypatch), "agents", run=store["ids"]["donor"])
+    agents = [c for c in calls if "strategy" in c["frame"].columns]
+    vectors_ = [c for c in calls if "received" in c["frame"].columns and "agent" in c["frame"].columns]
+    assert agents and vectors_
+    donors = len(queries.run_agents(store["engine"], store["ids"]["donor"]))
+    assert donors > 10
+    for call in (agents[-1], vectors_[-1]):
+        assert len(call["frame"]) == donors and call["height"] == "content"
+        assert json.loads(json.dumps(call["config"]["agent_id"]))["pinned"] is True
+    assert "persona" not in agents[-1]["frame"].columns
+    heads = next(h for h in _headers(at) if "strategy" in h)
+    assert "usage_decisions" not in heads and "sanctions_received" not in heads and max(map(len, heads)) <= 16, heads
+    calls.clear()
+    from app_pages import tables
+
+    _open(at, "agents", run=store["ids"]["social"])
+    big = [c for c in calls if "strategy" in c["frame"].columns or "role" in c["frame"].columns][-1]
+    assert len(big["frame"]) == 60 and big["height"] == tables.HEADER_PX + tables.ROW_PX * tables.SCROLL_ROWS
+
+
+def test_the_boards_legend_lists_only_what_the_game_has(store, monkeypatch, tmp_path):
+    """Replay of a Gathering game: the board's legend lists walls, apples, the tagging beam and tagged-out agents, not
+    Cleanup's river, waste and cleaning beam (before: every layer of both games), nor does its animation's caption;
+    Cleanup's list those too."""
+    s = Store(f"sqlite:///{tmp_path / 'g.db'}")
+    gathering = _run(s, "gathering", 0, ("map=small", "agents=4", "episode_steps=20"), 6)
+
+    def legend(url: str, rid: str) -> list[str]:
+        at = _open(_app(url, monkeypatch), "replay", run=rid, tick="3")
+        said = " ".join(i.caption for el in apptest.elements(at.main) if getattr(el, "type", "") == "image"
+                        for i in el.proto.imgs)
+        assert ("river" in said) == (rid == store["ids"]["cleanup"]), said
+        spec, data = _chart(at, "the board")
+        assert not apptest.chart_problems(spec, data)
+        colours = [layer["encoding"]["color"] for layer in _layers(spec)
+                   if layer.get("encoding", {}).get("color", {}).get("field") == "layer"]
+        assert colours
+        return colours[0]["scale"]["domain"]
+
+    assert legend(f"sqlite:///{tmp_path / 'g.db'}", gathering) == ["wall", "apple", "beam", "tagged out"]
+    assert set(legend(store["url"], store["ids"]["cleanup"])) == {"wall", "river", "apple", "waste", "beam", "clean beam",
+                                                                  "tagged out"}

@@ -169,13 +169,14 @@ def open_app(
     local = address in ("127.0.0.1", "localhost", "::1")
     mode = "read-only" if not allow_write else "launch, fork and delete allowed"
     mode += "; any code reference allowed" if allow_code else ""
-    out.print(f"the app on {url} ({mode}): http://{host}:{port} — listening on {address}"
-              + (" only (--address 0.0.0.0 serves other machines)" if local
-                 else ": anyone who can reach this machine's port can open it"), soft_wrap=True, highlight=False)
+    say = (f"the app on {url} ({mode}): http://{host}:{port} — listening on {address}"
+           + (" only (--address 0.0.0.0 serves other machines)" if local
+              else ": anyone who can reach this machine's port can open it"))
     flags = (["--allow-write"] if allow_write else []) + (["--allow-code"] if allow_code else [])
     os.chdir(ROOT)  # streamlit reads .streamlit/config.toml from where it starts
-    os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
-                              "--server.address", address, "--", "--db", url, *flags])
+    # (app_pages.serve imports what the pages import, says `say`, then runs streamlit: a first visit finds it warm)
+    os.execv(sys.executable, [sys.executable, "-m", "app_pages.serve", "--say", say, str(script), "--server.port",
+                              str(port), "--server.address", address, "--", "--db", url, *flags])
 
 
 def usage_table(rows: list[dict[str, Any]], cost: Optional[float]) -> None:
