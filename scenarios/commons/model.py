@@ -49,6 +49,7 @@ from scenarios.commons.strategies import STRATEGIES, sustainable_share
 from sim.core.contracts import Decision, DecisionRequest, RequestBatch, columns_of
 from sim.core.spaces import Choice, Number, Space, Text
 from sim.reward.components import Column
+from scenarios.commons import archetypes
 from sim.tick.model import SocietyModel
 
 NORM = norms.NORM
@@ -89,6 +90,7 @@ class CommonsModel(SocietyModel):
     horizon_field = "months"
     strategies = STRATEGIES
     probes = PROBES  # validity probes (`societas probe`): sim.tick.probe
+    archetype = staticmethod(archetypes.archetype)  # buckets under llm.archetypes (agents.llm.archetypes)
     default_strategy = "sustainable"
     tick_noun = "month"
     late_entry = True  # a population group may join in a later month (GovSim's outsider: month 4)

@@ -46,6 +46,7 @@ from sim.core.contracts import Decision, DecisionRequest
 from sim.core.rng import derive_seed
 from sim.core.spaces import Choice, Text
 from sim.reward.components import nonzero
+from scenarios.social import archetypes
 from sim.tick.model import SocietyModel
 
 STANCE_SPACE = Choice(tpl.STANCES)
@@ -80,6 +81,7 @@ class SocialModel(SocietyModel):
     horizon_field = "ticks"
     strategies = STRATEGIES
     probes = PROBES  # validity probes (`societas probe`): sim.tick.probe
+    archetype = staticmethod(archetypes.archetype)  # buckets under llm.archetypes (agents.llm.archetypes)
     default_strategy = "engaged"
     tick_noun = "tick"
     #: read as the ticks go (members, the graph, forums, interests, activity and strategies are built at the start)
@@ -245,7 +247,10 @@ class SocialModel(SocietyModel):
             "reward_sensitivity": c.reward_sensitivity, "last_post": self.outcome.get(idx),
             "stances": self.stance_list[r][:k], "followed": list(followed), "interest": self.interest_list[r][:k],
         }
-        context = prompts.feed_context(self, agent, ids, followed) if agent.policy == "llm" else ""
+        context = ""
+        if agent.policy == "llm":
+            context = prompts.feed_context(self, agent, ids, followed)
+            obs["feed_forum"] = tpl.FORUMS[int(self.items.topic[ids[0]])] if k else None  # (an archetype's key)
         return self.request(agent, "choose", space, "idle", obs, context, tpl.CHOOSE)
 
     def _request_write(self, agent: Member) -> Optional[DecisionRequest]:
