@@ -1,7 +1,7 @@
 """Archetype decisions: a tick's requests that fall in one bucket share one LLM call, sampled per agent.
 
 With `llm.archetypes: true` the run's LLM backend is an `ArchetypeBackend`. Each request of a batch is put in a
-bucket by its phase, its action space and the scenario's own `archetype(request)` key (the persona and the
+bucket by its phase, its kind of action space and the scenario's own `archetype(request)` key (the persona and the
 structured state it decides on, numbers binned: `sim.tick.model.SocietyModel.archetype`). One request per bucket
 (the first, in request order) is asked:
 
@@ -16,7 +16,8 @@ structured state it decides on, numbers binned: `sim.tick.model.SocietyModel.arc
 
 Both kinds of call go through the store's cache like any call (a distribution call's key carries `ARCHETYPE` in
 its sampling, so it never meets a full run's call), so an archetype run reruns and replays from its cache
-identically. The backend counts its calls (buckets) and decisions (requests), reported with the run.
+identically. The backend counts its calls (buckets) and decisions (requests), reported in the run's final summary
+(`run_stats`, `STATS_DOCS`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ MAX_CANDIDATES = 256
 #: the stream a per-agent draw mixes into its seed (independent of the model's own noise streams)
 _DRAW_STREAM = 0xA4C3_7E1D_95B2_0F61
 _M64 = (1 << 64) - 1
+
+#: what a run with archetypes adds to its final summary (`run_stats`), and what each means
+STATS_DOCS = {
+    "archetype_calls": "LLM calls the run's archetype buckets needed (one per bucket per tick; a rerun's are cache hits)",
+    "archetype_decisions": "LLM decisions those calls answered (one per agent per phase)",
+    "archetype_decisions_per_call": "archetype_decisions / archetype_calls: how many decisions one call stood for",
+}
 
 #: a scenario's bucket key of a request (sim.tick.model.SocietyModel.archetype)
 ArchetypeKey = Callable[[DecisionRequest], Hashable]
@@ -226,5 +234,5 @@ def run_stats(backends: Sequence[Backend]) -> dict[str, float]:
             "archetype_decisions_per_call": decisions / calls if calls else 0.0}
 
 
-__all__ = ["ARCHETYPE", "ArchetypeBackend", "ArchetypeKey", "ScoredLLM", "candidates", "distribution", "draw",
+__all__ = ["ARCHETYPE", "STATS_DOCS", "ArchetypeBackend", "ArchetypeKey", "ScoredLLM", "candidates", "distribution", "draw",
            "run_stats", "scored_sampling", "uniforms"]

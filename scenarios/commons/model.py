@@ -39,6 +39,7 @@ from typing import Any, Optional
 import numpy as np
 
 from sim.contracts.agent import SocietyAgent
+from scenarios.commons import archetypes
 from scenarios.commons import govsim, lake, learning, norms, prompts, report
 from scenarios.commons import templates as tpl
 from scenarios.commons.config import DISPOSITIONS, CommonsConfig
@@ -49,7 +50,6 @@ from scenarios.commons.strategies import STRATEGIES, sustainable_share
 from sim.core.contracts import Decision, DecisionRequest, RequestBatch, columns_of
 from sim.core.spaces import Choice, Number, Space, Text
 from sim.reward.components import Column
-from scenarios.commons import archetypes
 from sim.tick.model import SocietyModel
 
 NORM = norms.NORM

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from sim.contracts.agent import SocietyAgent
+from scenarios.social import archetypes
 from scenarios.social import feed as feeds
 from scenarios.social import metrics as M
 from scenarios.social import opinions, prompts, report
@@ -46,7 +47,6 @@ from sim.core.contracts import Decision, DecisionRequest
 from sim.core.rng import derive_seed
 from sim.core.spaces import Choice, Text
 from sim.reward.components import nonzero
-from scenarios.social import archetypes
 from sim.tick.model import SocietyModel
 
 STANCE_SPACE = Choice(tpl.STANCES)
