@@ -112,7 +112,7 @@ class SocietyModel(mesa.Model):
 
     @staticmethod
     def archetype(request: DecisionRequest) -> Hashable:
-        """The bucket key of a request under `llm.archetypes` (agents.llm.archetypes; phase and action space are
+        """The bucket key of a request under `llm.archetypes` (agents.llm.archetypes; the phase and the kind of action space are
         added to it): requests of a tick with equal keys share one LLM call. By default only identical prompts
         share one; a scenario bins the structured state its agents decide on (the fishery's stock in 10-ton bins)."""
         return (request.persona, request.context, request.own_context, request.question, request.memory,
