@@ -1,8 +1,7 @@
 """How the social network buckets its LLM members' requests under `llm.archetypes` (agents.llm.archetypes).
 
-- choose: the persona, the opinion in tenths, the forum of the feed's top item and how the member's last post
-  fared (the action space, so the feed's length and what the member follows and has voted on, is part of every
-  bucket);
+- choose: the persona, the opinion in tenths and the forum of the feed's top item (each member draws from the
+  bucket's distribution over the answers its own feed allows: agents.llm.archetypes);
 - write: the persona, the opinion in tenths, post or comment, and the forum;
 - stance (persona-free): the message read back, so equal messages are read once.
 """
@@ -22,7 +21,7 @@ def archetype(request: DecisionRequest) -> Hashable:
     """A member's request's bucket key, by phase (see the module's docstring)."""
     obs = request.observation
     if request.phase == "choose":
-        return (request.persona, _tenth(obs.get("opinion")), obs.get("feed_forum"), obs.get("last_post"))
+        return (request.persona, _tenth(obs.get("opinion")), obs.get("feed_forum"))
     if request.phase == "write":
         return (request.persona, _tenth(obs.get("opinion")), obs.get("kind"), obs.get("forum"))
     return (request.context, request.question)
