@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from agents.llm.archetypes import STATS_DOCS
 from agents.sandbox.levels import of_run as sandbox_of_run
 from analysis.model_usage import Prices, model_usage, total_cost
 from analysis.reference import comparison_rows
@@ -63,7 +64,7 @@ def run_summary(store: Store, run_id: str, prices: Optional[Prices] = None) -> d
         "decided_by": run.backends or run.policy, "cached": bool(run.cached),
         "config": run.spec.get("config", {}), "spec": run.spec, "versions": run.versions,
         "sandbox": _sandbox(run.spec),
-        "final_metrics": run.final_metrics, "metric_docs": scenario_metric_docs(describe(run.scenario)),
+        "final_metrics": run.final_metrics, "metric_docs": _docs(run),
         "reference": comparison_rows(run.scenario, run.final_metrics or {}),
         "per_tick": [{"tick": t.tick, "metrics": t.metrics} for t in store.ticks(run_id)],
         "fallbacks": store.fallback_count(run_id),
@@ -90,3 +91,11 @@ def tick_messages(store: Store, run_id: str, tick: int) -> list[dict[str, Any]]:
         if text is not None:
             out.append({"kind": e.kind, "actor": e.actor, "target": e.target, "text": text})
     return out
+
+
+def _docs(run: Any) -> dict[str, dict[str, str]]:
+    """The run's scenario's metric docs, with the archetype counts' where the run has them."""
+    docs = scenario_metric_docs(describe(run.scenario))
+    if any(k in (run.final_metrics or {}) for k in STATS_DOCS):
+        docs["final"] = {**docs["final"], **STATS_DOCS}
+    return docs

@@ -37,9 +37,9 @@ def make_backends(spec: RunSpec, cls: type[SocietyModel], store: Store, *, repla
     if "synthesis" in spec.policies():
         backends["synthesis"] = CodeBackend(isolation=sandbox_level(spec.config.get("sandbox")))
     if spec.uses_llm:
-        backends[RUN_LLM] = make_llm_backend(spec, store, replay=replay, llm_factory=llm_factory)
+        backends[RUN_LLM] = make_llm_backend(spec, store, replay=replay, llm_factory=llm_factory, archetype=cls.archetype)
         for name, llm in group_models(spec).items():  # (a shared model actor serves the run's llm only)
-            backends[name] = make_llm_backend(spec, store, replay=replay, llm=llm, name=name)
+            backends[name] = make_llm_backend(spec, store, replay=replay, llm=llm, name=name, archetype=cls.archetype)
     return backends
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from agents.llm.archetypes import run_stats as archetype_stats
 from runner.backends import make_backends
 from runner.config import bind
 from runner.data import DATA_KEY, data_fingerprints
@@ -163,7 +164,7 @@ def execute(spec: RunSpec, store: Store, plan: Optional[RunPlan] = None, *, back
         cut_short = stop_after is not None and model.running and model.tick < total  # ended by stop_after, not the world
         status = model.status if model.status != "running" else ("stopped" if cut_short else "finished")
         duration = time.perf_counter() - started + plan.earlier_duration
-        final = final_summary(model)
+        final = {**final_summary(model), **archetype_stats(list(backends.values()))}
         reason = model.reason or (f"stopped after tick {model.tick} of {total} on request" if status == "stopped" else None)
         with shielded(then_raise=False):  # every tick is in: a Ctrl-C now is too late to stop anything
             store.finish_run(run_id, status, reason, duration, final)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
+from agents.llm.archetypes import ArchetypeBackend, ArchetypeKey, ScoredLLM, scored_sampling
 from agents.llm.backend import LLMBackend
 from agents.llm.base import LLM
 from agents.llm.cache import CachedBackend
@@ -51,13 +52,15 @@ ENV_SAMPLING = {"policy": "external"}
 
 def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay: Optional[ReplayMode] = None,
                      llm_factory: Optional[Callable[[], LLM]] = None, llm: Optional[LLMSpec] = None,
-                     name: str = "llm") -> Backend:
+                     name: str = "llm", archetype: Optional[ArchetypeKey] = None) -> Backend:
     """The backend `name` for `llm` (default: the run's `spec.llm`), behind `cache` (the store) when one is given.
 
     The model loads lazily (never, if the cache answers everything). A LangChain chat model is built
     at once unless `replay` is given, so that a class that cannot be imported or built is bad input,
     found before the run stores anything. `llm_factory` supplies the LLM instead (e.g. a Ray sweep's
     shared model actor). A population group with a model of its own gets a backend `llm:K` of its own.
+    With `llm.archetypes` and the scenario's bucket key `archetype`, the backend answers one request per bucket
+    (agents.llm.archetypes): Choice and Number buckets by a distribution where the model is local and ours to load.
     """
     llm = llm if llm is not None else spec.llm
     prompt = get_template(llm.template, spec.profile)  # the built-in one is that of the run's decision profile
@@ -78,9 +81,17 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
     if llm.provider == "local":
         model_id, sampling = model_id_for(llm.model), local_sampling(llm.temperature)
         factory = llm_factory or (pool_llm_factory(llm) if llm.replicas else  # (a given factory first)
-                                  lambda: LocalLLM(llm.model, llm.device, llm.dtype, llm.temperature,
-                                                   threads=llm.threads, batch_tokens=llm.batch_tokens))
+                                  _once(lambda: LocalLLM(llm.model, llm.device, llm.dtype, llm.temperature,
+                                                         threads=llm.threads, batch_tokens=llm.batch_tokens)))
         backend = LLMBackend(model_id, sampling, llm_factory=factory, prompt=prompt, name=name)
+        if llm.archetypes and archetype is not None:
+            scored = None
+            # our own LocalLLM: a shared actor's proxy or a pool (llm.replicas) answers decisions, not distributions
+            if llm_factory is None and not llm.replicas:
+                scored = LLMBackend(model_id, scored_sampling(sampling), llm_factory=lambda: ScoredLLM(factory()),
+                                    prompt=prompt, name=name)
+                scored = scored if cache is None else CachedBackend(scored, cache, replay)
+            return ArchetypeBackend(backend if cache is None else CachedBackend(backend, cache, replay), scored, archetype)
     else:
         cls, args = chat_class(llm)
         model_id = chat_model_id(llm)
@@ -95,7 +106,20 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
         factory = llm_factory or build
         backend = LLMBackend(model_id, sampling, llm=None if replay is not None else factory(), llm_factory=factory,
                              prompt=prompt, name=name, served=True)
-    return backend if cache is None else CachedBackend(backend, cache, replay)
+    backend = backend if cache is None else CachedBackend(backend, cache, replay)
+    return ArchetypeBackend(backend, None, archetype) if llm.archetypes and archetype is not None else backend
+
+
+def _once(make: Callable[[], LLM]) -> Callable[[], LLM]:
+    """`make`, called at most once: the LLM a run's decision and distribution backends share."""
+    made: list[LLM] = []
+
+    def get() -> LLM:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get
 
 
 #: the chat class a `served` LLM is asked through: any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama)

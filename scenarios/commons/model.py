@@ -39,6 +39,7 @@ from typing import Any, Optional
 import numpy as np
 
 from sim.contracts.agent import SocietyAgent
+from scenarios.commons import archetypes
 from scenarios.commons import govsim, lake, learning, norms, prompts, report
 from scenarios.commons import templates as tpl
 from scenarios.commons.config import DISPOSITIONS, CommonsConfig
@@ -89,6 +90,7 @@ class CommonsModel(SocietyModel):
     horizon_field = "months"
     strategies = STRATEGIES
     probes = PROBES  # validity probes (`societas probe`): sim.tick.probe
+    archetype = staticmethod(archetypes.archetype)  # buckets under llm.archetypes (agents.llm.archetypes)
     default_strategy = "sustainable"
     tick_noun = "month"
     late_entry = True  # a population group may join in a later month (GovSim's outsider: month 4)

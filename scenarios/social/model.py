@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from sim.contracts.agent import SocietyAgent
+from scenarios.social import archetypes
 from scenarios.social import feed as feeds
 from scenarios.social import metrics as M
 from scenarios.social import opinions, prompts, report
@@ -80,6 +81,7 @@ class SocialModel(SocietyModel):
     horizon_field = "ticks"
     strategies = STRATEGIES
     probes = PROBES  # validity probes (`societas probe`): sim.tick.probe
+    archetype = staticmethod(archetypes.archetype)  # buckets under llm.archetypes (agents.llm.archetypes)
     default_strategy = "engaged"
     tick_noun = "tick"
     #: read as the ticks go (members, the graph, forums, interests, activity and strategies are built at the start)
@@ -245,7 +247,10 @@ class SocialModel(SocietyModel):
             "reward_sensitivity": c.reward_sensitivity, "last_post": self.outcome.get(idx),
             "stances": self.stance_list[r][:k], "followed": list(followed), "interest": self.interest_list[r][:k],
         }
-        context = prompts.feed_context(self, agent, ids, followed) if agent.policy == "llm" else ""
+        context = ""
+        if agent.policy == "llm":
+            context = prompts.feed_context(self, agent, ids, followed)
+            obs["feed_forum"] = tpl.FORUMS[int(self.items.topic[ids[0]])] if k else None  # (an archetype's key)
         return self.request(agent, "choose", space, "idle", obs, context, tpl.CHOOSE)
 
     def _request_write(self, agent: Member) -> Optional[DecisionRequest]:

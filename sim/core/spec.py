@@ -61,6 +61,10 @@ class LLMSpec(StrictNumbers):
     # module:NAME / path/to/file.py:NAME to a PromptTemplate (or a function request -> chat messages)
     template: Optional[str] = Field(None, min_length=1, max_length=4096,
                                     description="prompt template: a @register_template name or module:NAME / file.py:NAME")
+    # archetype decisions (agents.llm.archetypes): a tick's requests of one bucket (the scenario's `archetype` key)
+    # share one LLM call, each agent's answer sampled from that call's distribution with its own seed
+    archetypes: Optional[bool] = Field(None, description="one LLM call per archetype bucket of a tick's requests, each "
+                                                         "agent's answer sampled from it with its own seed (docs/archetypes.md)")
 
     @model_serializer(mode="wrap")
     def _without_new_defaults(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
@@ -87,7 +91,7 @@ class LLMSpec(StrictNumbers):
 
 
 #: LLMSpec fields added after runs were stored: left out of a dump while None (see `_without_new_defaults`)
-LATER_FIELDS = ("endpoint", "replicas")
+LATER_FIELDS = ("endpoint", "replicas", "archetypes")
 
 
 def group_llm(run_llm: LLMSpec, block: Mapping[str, Any]) -> LLMSpec:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any, ClassVar, Optional
 
@@ -109,6 +109,14 @@ class SocietyModel(mesa.Model):
     editions: ClassVar[Optional[Editions[Any]]] = None
     #: validity probes (`societas probe`, sim.tick.probe): matched requests that differ in one variable
     probes: ClassVar[tuple[Probe, ...]] = ()
+
+    @staticmethod
+    def archetype(request: DecisionRequest) -> Hashable:
+        """The bucket key of a request under `llm.archetypes` (agents.llm.archetypes; the phase and the kind of action space are
+        added to it): requests of a tick with equal keys share one LLM call. By default only identical prompts
+        share one; a scenario bins the structured state its agents decide on (the fishery's stock in 10-ton bins)."""
+        return (request.persona, request.context, request.own_context, request.question, request.memory,
+                request.feedback, request.system, request.answer_prompt, request.reason_tokens)
 
     #: (set per class, not declared) whether `observe_batch` may stand for `observe`: not where a subclass makes
     #: requests or applies decisions its own way below the class that batches them (its own code sees every request)

@@ -250,6 +250,55 @@ def show_compare(run_id: str, db: Optional[str], as_json: bool) -> None:
         soft_wrap=True, highlight=False)
 
 
+@app.command("compare-runs")
+def compare_runs(
+    run_a: str = typer.Argument(..., help="run id or unique prefix (e.g. the run with archetypes)"),
+    run_b: str = typer.Argument(..., help="the run to compare it with (e.g. the same run without them)"),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Two runs of one scenario side by side: the divergence of A's per-tick metrics from B's (per metric, the mean
+    over ticks of |a - b| / max(|a|, |b|); overall, the mean over metrics: docs/archetypes.md), and each run's LLM
+    calls and decisions."""
+    from analysis.compare import clock_metrics
+    from analysis.divergence import divergence
+
+    store = open_store(db, create=False)
+    a, b = store.get_run(run_a), store.get_run(run_b)
+    if a.scenario != b.scenario:
+        fail(f"runs {a.id} ({a.scenario}) and {b.id} ({b.scenario}) are of different scenarios: nothing to compare")
+    ticks = [{t.tick: t.metrics for t in store.ticks(r.id)} for r in (a, b)]
+    report = divergence(ticks[0], ticks[1], skip=clock_metrics(a.scenario) if a.scenario in REGISTRY else ())
+    calls = {r.id: _calls(store, r) for r in (a, b)}
+    report = {"run_a": a.id, "run_b": b.id, "scenario": a.scenario, **report, "llm": calls}
+    if as_json:
+        print(json.dumps(report, default=str))
+        return
+    out.print(f"run {a.id} vs {b.id} ({a.scenario}), {report['ticks']} ticks compared: divergence "
+              f"{fmt(report['divergence'])} (mean over {len(report['metrics'])} metrics)", soft_wrap=True, highlight=False)
+    for r in (a, b):
+        c = calls[r.id]
+        out.print(f"  {r.id}: {c['calls']} LLM calls for {c['decisions']} LLM decisions"
+                  + (" (archetypes)" if c["archetypes"] else ""), highlight=False)
+    table = Table(title="divergence per metric (mean relative difference over ticks)")
+    table.add_column("metric")
+    table.add_column("divergence", justify="right")
+    for name, value in sorted(report["metrics"].items(), key=lambda kv: -kv[1]):
+        table.add_row(name, fmt(value))
+    out.print(table)
+
+
+def _calls(store: Any, run: Any) -> dict[str, Any]:
+    """A run's LLM calls (stored call rows, cache hits included) and decisions: an archetype run's from its final
+    summary, any other's are its calls (one per decision)."""
+    rows = store.llm_usage([run.id])
+    stored = int(sum(r["calls"] for r in rows))
+    final = run.final_metrics or {}
+    if final.get("archetype_calls") is not None:
+        return {"calls": int(final["archetype_calls"]), "decisions": int(final["archetype_decisions"]), "archetypes": True}
+    return {"calls": stored, "decisions": stored, "archetypes": False}
+
+
 @app.command()
 def export(
     run_id: str,

@@ -1,0 +1,169 @@
+"""Archetype decisions (agents.llm.archetypes): one LLM call per bucket of a tick, each agent's answer drawn from the
+bucket's distribution with its own seed; runs report calls vs decisions and replay from their cache."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from agents.llm.archetypes import ArchetypeBackend, ScoredLLM, candidates, draw, scored_sampling
+from agents.llm.backend import LLMBackend
+from agents.llm.base import Answer
+from agents.llm.cache import CachedBackend
+from agents.llm.factory import make_llm_backend
+from agents.llm.local.llm import LocalLLM
+from agents.scripted import ScriptedBackend
+from analysis.divergence import divergence
+from conftest import cli, cli_json
+from runner.config import build_spec
+from runner.execution import execute
+from runner.replay import replay_run
+from sim.core.contracts import DecisionRequest
+from sim.core.spaces import Choice, Number, Text
+from sim.store.store import Store
+
+CHOICE = Choice(("a", "b"))
+
+
+class Counting:
+    """An LLM that answers every request with `value(request)` and keeps the batches it was sent."""
+
+    model_id, sampling = "fake", {}
+
+    def __init__(self, value) -> None:
+        self.value, self.batches = value, []
+
+    def answer(self, requests: Sequence[DecisionRequest], messages) -> list[Answer]:
+        self.batches.append(list(requests))
+        return [Answer(self.value(r), raw="x") for r in requests]
+
+
+def _backend(p=(0.5, 0.5), text="hello"):
+    """An ArchetypeBackend over two counting LLMs: distributions `p` over a, b; Text answered `text`."""
+    scorer = Counting(lambda r: {"values": ["a", "b"], "p": list(p)})
+    sayer = Counting(lambda r: text)
+    backend = ArchetypeBackend(LLMBackend("fake", {}, llm=sayer), LLMBackend("fake", {"archetype": 1}, llm=scorer),
+                               key=lambda r: r.persona)
+    return backend, scorer, sayer
+
+
+def _req(agent: int, persona: str = "p", space=CHOICE, seed: int | None = None) -> DecisionRequest:
+    default = space.options[0] if isinstance(space, Choice) else ("x" if isinstance(space, Text) else 0)
+    return DecisionRequest(agent_id=agent, tick=1, phase="act", space=space, default=default, backend="llm",
+                           persona=persona, seed=agent * 7919 + 1 if seed is None else seed)
+
+
+def test_agents_of_one_bucket_make_one_call():
+    """Fifty requests of one persona reach the model as one request, and every agent gets an answer."""
+    backend, scorer, sayer = _backend()
+    got = backend.decide_batch([_req(i) for i in range(50)])
+    assert [len(b) for b in scorer.batches] == [1] and not sayer.batches
+    assert [d.agent_id for d in got] == list(range(50)) and {d.value for d in got} <= {"a", "b"}
+    assert (backend.calls, backend.decisions) == (1, 50)
+
+
+def test_two_buckets_make_two_calls():
+    """Requests of two personas make exactly two calls: calls == buckets."""
+    backend, scorer, _ = _backend()
+    backend.decide_batch([_req(i, persona="p" if i % 2 else "q") for i in range(40)])
+    assert sum(len(b) for b in scorer.batches) == 2 and backend.calls == 2 and backend.decisions == 40
+
+
+def test_an_agents_answer_depends_on_its_own_seed():
+    """An agent draws the same answer whoever shares its bucket, and different seeds draw both answers at p = 1/2."""
+    backend, _, _ = _backend()
+    alone = backend.decide_batch([_req(5)])[0].value
+    crowd = backend.decide_batch([_req(i) for i in range(200)])
+    assert crowd[5].value == alone
+    share = sum(d.value == "a" for d in crowd) / len(crowd)
+    assert 0.35 < share < 0.65
+    assert backend.decide_batch([_req(5, seed=123)])[0].value == backend.decide_batch([_req(9, seed=123)])[0].value
+
+
+def test_draws_follow_the_distribution():
+    """A 0.9 / 0.1 distribution is drawn about 90% / 10% over many seeds, and never an answer of probability 0."""
+    picks = draw([0.9, 0.1, 0.0], list(range(5000)))
+    assert 0.87 < picks.count(0) / 5000 < 0.93 and 2 not in picks
+
+
+def test_text_buckets_share_one_answer():
+    """A Text bucket is answered once, and that answer is every agent's."""
+    backend, scorer, sayer = _backend(text="we fish less")
+    got = backend.decide_batch([_req(i, space=Text(10)) for i in range(30)])
+    assert [len(b) for b in sayer.batches] == [1] and not scorer.batches
+    assert {d.value for d in got} == {"we fish less"} and [d.agent_id for d in got] == list(range(30))
+
+
+def test_an_agent_draws_only_answers_of_its_own_space():
+    """An agent of the bucket whose space lacks an option never draws it (the distribution restricted to its own)."""
+    backend, _, _ = _backend(p=(0.99, 0.01))
+    own = Choice(("b", "c"))
+    got = backend.decide_batch([_req(0)] + [_req(i, space=own) for i in range(1, 60)])
+    assert {d.value for d in got[1:]} == {"b"}
+
+
+def test_a_large_number_grid_is_scored_on_at_most_256_values_within_its_range():
+    """A Number of 200,001 values is scored on 256 candidates from 0 to its top, every one inside the space."""
+    space = Number(0, 200000, 1)
+    got = candidates(space)
+    assert len(got) == 256 and got[0][1] == 0 and got[-1][1] == 200000
+    assert all(space.validate(v) == v for _, v in got)
+
+
+def test_archetypes_off_is_the_plain_backend_and_the_spec_it_always_was(tmp_path):
+    """Without `llm.archetypes` the run's backend is the cached LLM backend and the spec dumps without the field."""
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    spec = build_spec("social", sets=["agents=4"], policy="llm")
+    assert "archetypes" not in spec.llm.model_dump()
+    assert isinstance(make_llm_backend(spec, store, archetype=spec.scenario_class.archetype), CachedBackend)
+    on = build_spec("social", sets=["agents=4"], policy="llm", llm={"archetypes": True})
+    assert isinstance(make_llm_backend(on, store, archetype=on.scenario_class.archetype), ArchetypeBackend)
+    assert on.digest() != spec.digest()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from tiny_lm import tiny_lm
+
+    return LocalLLM(lm=tiny_lm())
+
+
+def _tiny_backends(spec, store, local):
+    cls = spec.scenario_class
+    shared = CachedBackend(LLMBackend(local.model_id, local.sampling, llm=local), store)
+    scored = CachedBackend(LLMBackend(local.model_id, scored_sampling(local.sampling), llm=ScoredLLM(local)), store)
+    return {"scripted": ScriptedBackend(cls.strategies), "llm": ArchetypeBackend(shared, scored, cls.archetype)}
+
+
+def test_an_archetype_run_reports_its_calls_and_replays_from_its_cache(tmp_path, tiny):
+    """A social run with archetypes stores fewer calls than decisions in its summary, and replays identically."""
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    spec = build_spec("social", sets=["agents=60", "ticks=3", "activity=0.5", "text_tokens=6"], policy="llm",
+                      llm={"archetypes": True})
+    result = execute(spec, store, backends=_tiny_backends(spec, store, tiny))
+    final = store.get_run(result.run_id).final_metrics
+    assert 0 < final["archetype_calls"] < final["archetype_decisions"]
+    assert len(store.llm_calls(result.run_id)) == final["archetype_calls"]
+    report = replay_run(store, result.run_id)
+    assert report["matched"] and report["ticks"] == 3
+
+
+def test_divergence_is_zero_for_equal_series_and_relative_otherwise():
+    """Equal series diverge by 0; 10 vs 5 by 0.5; 0 vs 3 by 1; clock metrics and archetype counts are left out."""
+    a = {1: {"x": 10.0, "y": 0.0, "tick": 1, "archetype_calls": 3}, 2: {"x": 10.0, "y": 0.0, "tick": 2}}
+    b = {1: {"x": 5.0, "y": 3.0, "tick": 1, "archetype_calls": 9}, 2: {"x": 10.0, "y": 3.0, "tick": 2}}
+    assert divergence(a, a, skip={"tick"})["divergence"] == 0
+    got = divergence(a, b, skip={"tick"})
+    assert got["metrics"] == {"x": 0.25, "y": 1.0} and got["divergence"] == pytest.approx(0.625) and got["ticks"] == 2
+
+
+def test_compare_runs_reports_divergence_and_refuses_bad_input(db_url):
+    """`compare-runs A B` gives a divergence in [0, 1] with each run's calls; an unknown run is one line, exit 2."""
+    a = cli_json("run", "commons", "--set", "months=4", db=db_url)["run_id"]
+    b = cli_json("run", "commons", "--set", "months=4", "--seed", "1", "--set", "strategy=random", db=db_url)["run_id"]
+    got = cli_json("compare-runs", a, b, db=db_url)
+    assert 0 < got["divergence"] <= 1 and got["run_a"] == a and set(got["llm"]) == {a, b}
+    assert cli_json("compare-runs", a, a, db=db_url)["divergence"] == 0
+    bad = cli("compare-runs", a, "nope", db=db_url)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
