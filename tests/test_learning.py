@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import shutil
 import subprocess
 import sys
 import warnings
@@ -216,13 +217,15 @@ def test_trajectories_load_with_datasets_and_their_logprobs_recompute(db_url, tm
 # ----- the training study ------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_training_study_small_pairs_held_out_worlds_per_training_seed_and_saves_models_that_run(tmp_path, db_url):
-    """--small: held-out worlds change the lake and the co-players, before/after pair per (world, seed) for each of
-    several training seeds, the probe carries its controls, and every saved model runs with --model."""
+    """--small: in each reward mode, held-out worlds change the lake and the co-players, before/after pair per (world,
+    seed) for each of several training seeds, the probe carries its controls, the adapters are kept (not the 540 MB
+    merged models) and make a model that runs with --model."""
     out = tmp_path / "study"
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "train_commons.py"), "--small", "--out", str(out)],
-                          capture_output=True, text=True, timeout=1500, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=3000, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["reward_modes"] == ["private", "integrated", "cooperative"] and list(summary["modes"]) == summary["reward_modes"]
     train_world, worlds = summary["training_world"], summary["worlds"]
     lake = ("capacity", "start_fraction", "regrowth")
     assert summary["held_out_worlds"] and set(summary["held_out_worlds"]) < set(worlds)
@@ -231,30 +234,163 @@ def test_training_study_small_pairs_held_out_worlds_per_training_seed_and_saves_
         assert any(w[k] != train_world[k] for k in lake) and w["co_players"] != train_world["co_players"]
     episode_seeds = {s * 10_000 + i for s in summary["train_seeds"] for i in range(summary["iterations"])}
     assert not set(summary["held_out_seeds"]) & episode_seeds
-    assert len(summary["train_seeds"]) >= 2 and set(summary["per_training_seed"]) == {str(s) for s in summary["train_seeds"]}
     evaluation = list(csv.DictReader((out / "evaluation.csv").open()))
     keys = lambda rows: sorted((r["world"], r["seed"]) for r in rows)  # noqa: E731
-    before = [r for r in evaluation if r["model"] == "before"]
-    assert {r["world"] for r in before} == set(worlds)
     n_held = len(summary["held_out_worlds"]) * len(summary["held_out_seeds"])
-    for s, got in summary["per_training_seed"].items():
-        assert keys([r for r in evaluation if r["train_seed"] == s]) == keys(before)  # the same worlds and seeds
-        c = got["comparison"]
-        assert c["held_out_worlds"]["pairs"] == n_held and c["training_world"]["pairs"] == len(summary["held_out_seeds"])
-        for key in ("return", "focal_catch"):
-            d = c["held_out_worlds"][key]
-            assert d["difference"]["mean"] == pytest.approx(d["after"]["mean"] - d["before"]["mean"], abs=1e-9)
-            lo, hi = d["difference"]["ci95"]
-            assert lo <= d["difference"]["mean"] <= hi
-        probe = got["probe"]
-        assert probe["controls"]["blind"]["responds"] is False and probe["controls"]["follows"]["responds"] is True
-        assert probe["controls_behaved"] is (probe["controls"]["blind"]["ok"] and probe["controls"]["follows"]["ok"])
-        assert Path(got["model"]).is_dir()
+    for mode, got_mode in summary["modes"].items():
+        mine = [r for r in evaluation if r["reward_mode"] == mode]
+        before = [r for r in mine if r["model"] == "before"]
+        assert {r["world"] for r in before} == set(worlds)
+        assert len(summary["train_seeds"]) >= 2 and set(got_mode["per_training_seed"]) == {str(s) for s in summary["train_seeds"]}
+        for s, got in got_mode["per_training_seed"].items():
+            assert keys([r for r in mine if r["train_seed"] == s]) == keys(before)  # the same worlds and seeds
+            c = got["comparison"]
+            assert c["held_out_worlds"]["pairs"] == n_held and c["training_world"]["pairs"] == len(summary["held_out_seeds"])
+            for key in ("return", "focal_catch", "welfare"):
+                d = c["held_out_worlds"][key]
+                assert d["difference"]["mean"] == pytest.approx(d["after"]["mean"] - d["before"]["mean"], abs=1e-9)
+                lo, hi = d["difference"]["ci95"]
+                assert lo <= d["difference"]["mean"] <= hi
+            probe = got["probe"]
+            assert probe["controls"]["blind"]["responds"] is False and probe["controls"]["follows"]["responds"] is True
+            assert probe["controls_behaved"] is (probe["controls"]["blind"]["ok"] and probe["controls"]["follows"]["ok"])
+            adapters = Path(got["adapters"])
+            assert got["model"] is None and sum(f.stat().st_size for f in adapters.iterdir()) < 20e6
+        assert got_mode["pooled"]["held_out_worlds"]["pairs"] == n_held
+    # the cooperative fisher's return is the group's: its welfare, row by row; the private one's is its own catch
+    for r in evaluation:
+        if r["reward_mode"] == "cooperative":
+            assert float(r["return"]) == pytest.approx(float(r["welfare"]), abs=1e-9)
+        if r["reward_mode"] == "private":
+            assert float(r["return"]) == pytest.approx(float(r["focal_catch"]) * int(r["months"]), abs=1e-9)
+    assert set(summary["between_modes"]["modes"]) == {"integrated", "cooperative"}
+    assert summary["between_modes"]["modes"]["cooperative"]["held_out_worlds"]["pairs"] == n_held
     assert summary["probe_before"]["controls_behaved"] is True
-    assert summary["pooled"]["held_out_worlds"]["pairs"] == n_held
-    model = summary["per_training_seed"][str(summary["train_seeds"][-1])]["model"]
-    run = cli_json("run", "commons", "--policy", "llm", "--ticks", "1", "--model", model, db=db_url)
+    assert not (out / "models").exists()  # the merged models are removed once evaluated (about 540 MB each)
+    # the kept adapters make the model the study evaluated, and it runs with --model
+    study = _study_module()
+    model = study.merge(Path(summary["modes"]["cooperative"]["per_training_seed"][str(summary["train_seeds"][-1])]["adapters"]),
+                        tmp_path / "merged")
+    run = cli_json("run", "commons", "--policy", "llm", "--ticks", "1", "--model", str(model), db=db_url)
     assert run["status"] in ("finished", "collapsed")
+    shutil.rmtree(tmp_path / "merged")
+
+
+def _study_module():
+    """examples/train_commons.py as a module (its functions: population, episodes, between_modes, merge)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_commons", ROOT / "examples" / "train_commons.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _FixedCatch:
+    """A stand-in for the study's sampler: the focal fisher always asks for `catch` tons (no model)."""
+
+    def __init__(self, catch: int) -> None:
+        self.catch = catch
+
+    def sample(self, prompts, bounds, gen):
+        return [(min(max(self.catch, lo), hi), [], []) for lo, hi in bounds]
+
+
+def test_the_study_trains_each_reward_mode_on_that_modes_reward(db_url, monkeypatch):
+    """The study's episodes return the mode's reward: private the focal catch, cooperative the group's mean catch
+    each month, integrated the catch plus lam x the others' mean; the catches themselves are the same in every mode."""
+    study = _study_module()
+    monkeypatch.setattr(study, "encode", lambda tok, messages: [0])  # no tokenizer: the stand-in reads no prompt
+    store = Store(db_url)
+    got, payoffs = {}, {}
+    for mode in ("private", "integrated", "cooperative"):
+        (ret, decisions, catches), = study.episodes(_FixedCatch(7), None, seed=3, group=1, months=3, db=store,
+                                                    gen=None, mode=mode, lam=0.5)
+        run = max(store.list_runs(), key=lambda r: r.created_at)
+        assert run.spec["config"]["reward_mode"] == mode and len(decisions) == 3
+        by_tick: dict = {}
+        for s in store.steps(run.id):
+            by_tick.setdefault(s.tick, {})[s.agent_id] = (s.payoff, s.reward)
+        payoffs[mode] = {t: {a: p for a, (p, _) in at.items()} for t, at in by_tick.items()}
+        got[mode] = ret
+        for at in by_tick.values():
+            pays = {a: p for a, (p, _) in at.items()}
+            mean_others = sum(p for a, p in pays.items() if a != 1) / (len(pays) - 1)
+            want = {"private": pays[1], "cooperative": sum(pays.values()) / len(pays),
+                    "integrated": pays[1] + 0.5 * mean_others}[mode]
+            assert at[1][1] == pytest.approx(want, abs=1e-9)
+    assert payoffs["private"] == payoffs["integrated"] == payoffs["cooperative"]
+    assert payoffs["private"][1][1] == 7  # the focal fisher's catch, as asked
+    assert len({round(v, 6) for v in got.values()}) == 3  # three modes, three different returns of the same catches
+
+
+def test_between_modes_is_the_change_under_a_mode_minus_the_change_under_the_reference():
+    """The between-mode figure pairs by (world, seed): (after - before) in the mode minus (after - before) in the reference."""
+    study = _study_module()
+    world = study.HELD_OUT_WORLDS and next(iter(study.HELD_OUT_WORLDS))
+    row = lambda seed, catch, welfare, survived: {"world": world, "seed": seed, "focal_catch": catch,  # noqa: E731
+                                                   "welfare": welfare, "survived": survived}
+    runs = {"private": {"before": [row(1, 2.0, 10.0, True), row(2, 3.0, 12.0, True)],
+                        "after": [row(1, 12.0, 14.0, False), row(2, 9.0, 13.0, True)]},
+            "cooperative": {"before": [row(1, 2.0, 11.0, True), row(2, 3.0, 12.0, True)],
+                            "after": [row(1, 4.0, 16.0, True), row(2, 3.0, 12.0, True)]}}
+    got = study.between_modes(runs, "private")["cooperative"]["held_out_worlds"]
+    assert got["pairs"] == 2
+    # catch: (2 - 10) and (0 - 6); welfare: (5 - 4) and (0 - 1); survival: (0 - -1) and (0 - 0)
+    assert got["focal_catch"]["mean"] == pytest.approx(-7.0) and got["welfare"]["mean"] == pytest.approx(0.0)
+    assert got["survival"]["mean"] == pytest.approx(0.5)
+    assert study.between_modes(runs, "private")["cooperative"]["training_world"]["pairs"] == 0
+
+
+def test_the_study_refuses_bad_reward_modes_in_one_line(tmp_path):
+    """--reward-modes takes distinct known modes; anything else is one line and exit 2, before any work."""
+    import argparse
+
+    study = _study_module()
+    assert study.modes_arg("cooperative, private") == ["cooperative", "private"]
+    for value in ("private,private", "", "private,bogus"):
+        with pytest.raises(argparse.ArgumentTypeError, match="distinct modes"):
+            study.modes_arg(value)
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "train_commons.py"), "--reward-modes", "bogus",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "--reward-modes" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_studies_of_single_modes_combine_into_one_with_the_modes_compared(tmp_path):
+    """--combine merges studies run apart (one mode each) into one: the modes side by side, compared by
+    between_modes over their rows; folders whose settings differ are refused."""
+    study = _study_module()
+    settings = {"lam": 0.5, "iterations": 1, "group": 2, "months": 2, "train_seeds": [0, 1], "held_out_seeds": [7],
+                "probe_seeds": 10, "lr": 1e-3, "rank": 8, "training_world": study.TRAINING_WORLD,
+                "worlds": study.EVAL_WORLDS, "held_out_worlds": list(study.HELD_OUT_WORLDS)}
+    rows = {}
+    for k, mode in enumerate(("private", "cooperative")):
+        evaluation = []
+        for model, seed, shift in (("before", None, 0.0), ("after", 0, 1.0 + k), ("after", 1, 3.0 + 2 * k)):
+            evaluation += [{"reward_mode": mode, "model": model, "train_seed": seed, "world": w, "seed": 7,
+                            "return": 1.0 + shift, "survived": shift < 4, "months": 2, "focal_catch": 2.0 + shift,
+                            "welfare": 5.0 - shift} for w in study.EVAL_WORLDS]
+        strip = lambda r: {x: v for x, v in r.items() if x not in ("reward_mode", "model", "train_seed")}  # noqa: E731
+        before = [strip(r) for r in evaluation if r["model"] == "before"]
+        rows[mode] = {"before": before, "after": study.pooled_after(before, [[strip(r) for r in evaluation
+                                                                                if r["train_seed"] == s] for s in (0, 1)])}
+        summary = {**settings, "reward_modes": [mode], "probe_before": {"effect": 0.0}, "minutes": 1.0 + k,
+                   "modes": {mode: {"pooled": {}}}, "between_modes": {"reference": mode, "modes": {}, "note": "n"}}
+        (tmp_path / mode).mkdir()
+        study.write(tmp_path / mode, summary, [{"reward_mode": mode, "iteration": 0}], evaluation)
+    got = study.combine([tmp_path / "private", tmp_path / "cooperative"], tmp_path / "both")
+    assert got["reward_modes"] == ["private", "cooperative"] and set(got["modes"]) == {"private", "cooperative"}
+    assert got["between_modes"]["modes"] == study.between_modes(rows, "private") and got["probe_before_agrees"]
+    # cooperative's after is +2 (training seed 0) and +5 (seed 1) over its before: +3.5 pooled; private's +1 and +3: +2
+    assert got["between_modes"]["modes"]["cooperative"]["held_out_worlds"]["focal_catch"]["mean"] == pytest.approx(1.5)
+    assert json.loads((tmp_path / "both" / "summary.json").read_text())["reward_modes"] == ["private", "cooperative"]
+    changed = json.loads((tmp_path / "cooperative" / "summary.json").read_text()) | {"months": 3}
+    (tmp_path / "cooperative" / "summary.json").write_text(json.dumps(changed))
+    with pytest.raises(ValueError, match="months differ"):
+        study.combine([tmp_path / "private", tmp_path / "cooperative"], tmp_path / "both")
+    with pytest.raises(ValueError, match="one of the folders"):
+        study.combine([tmp_path / "private"], tmp_path / "private")
 
 
 def test_a_rollout_group_interrupted_and_made_again_holds_k_runs_with_the_same_advantages(tmp_path):

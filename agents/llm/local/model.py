@@ -490,6 +490,16 @@ def shared_lm(model: Optional[str] = None, device: Optional[str] = None, dtype: 
         return _SHARED[key]
 
 
+def release_lm(model: Optional[str]) -> int:
+    """Forget the loaded copies of `model` (a path; None: the embedded one) that `shared_lm` holds, so their memory is
+    freed once no backend holds them (a study that evaluates many models in one process); how many were held."""
+    with _SHARED_LOCK:
+        keys = [k for k in _SHARED if k[0] == model]
+        for k in keys:
+            del _SHARED[k]
+    return len(keys)
+
+
 def _quiet_gguf_progress() -> None:
     """Silence transformers' GGUF de-quantisation bar, which would clutter the run's own progress."""
     try:
