@@ -274,7 +274,8 @@ def build_spec(
         raise UsageError(f"--set llm.{first} only applies to LLM agents, and this run has none: add --policy llm "
                          "(or a population group with policy: llm)")
     if llm and "llm" not in policies_used(config.population, policy):
-        given = [f for f, k in (("--model", "model"), ("--llm", "cls"), ("--llm-arg", "args")) if k in llm]
+        flags = (("--model", "model"), ("--llm", "cls"), ("--llm-arg", "args"), ("--replicas", "replicas"))
+        given = [f for f, k in flags if k in llm] or [f"llm.{next(iter(llm))}"]
         verb = "applies" if len(given) == 1 else "apply"
         raise UsageError(f"{' and '.join(given)} only {verb} to LLM agents, and this run has none: add --policy llm "
                          "(or a population group with policy: llm)")

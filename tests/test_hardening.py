@@ -89,6 +89,7 @@ def test_bad_config_files(capsys, tmp_path, content, says):
     (["--llm", "langchain_core.language_models.fake_chat_models:FakeListChatModel"], "--llm only applies to LLM agents"),
     (["--llm-arg", "x=1"], "--llm-arg only applies to LLM agents"),
     (["--llm", "m:C", "--llm-arg", "x=1"], "--llm and --llm-arg only apply to LLM agents"),
+    (["--replicas", "2"], "--replicas only applies to LLM agents"),
 ])
 def test_bad_flags_and_values(capsys, tmp_path, args, says):
     assert_bad(capsys, tmp_path / "r.db", "run", "commons", *args, says=says)
