@@ -124,7 +124,10 @@ def first_line(exc: Exception) -> str:
 def capture(engine: "LeanEngine", body) -> Any:
     """`body` captured as a CUDA graph on the engine's side stream, after one run there (its writes are idempotent)
     so that kernels are compiled and library workspaces exist before capture. Unlike `torch.cuda.graph` this
-    neither synchronises nor empties the allocator's cache: the next buckets reuse its blocks."""
+    neither synchronises nor empties the allocator's cache: the next buckets reuse its blocks. A model off CUDA is
+    refused here: on a machine with CUDA, a capture of CPU work would succeed empty and replay nothing."""
+    if not str(engine.lm.device).startswith("cuda"):
+        raise RuntimeError(f"a CUDA graph needs the model on a CUDA device; it is on {engine.lm.device}")
     stream = engine.capture_stream()
     stream.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
