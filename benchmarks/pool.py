@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import platform
-import random
 import statistics
 import sys
 import time
@@ -30,38 +29,18 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from agents.llm.backend import LLMBackend  # noqa: E402
 from agents.llm.pool import PoolLLM, ensure_ray, shards  # noqa: E402
 from agents.llm.prompts import render_messages  # noqa: E402
-from agents.scripted import ScriptedBackend  # noqa: E402
 from llm_throughput import harvest_requests  # noqa: E402
-from runner.config import build_spec  # noqa: E402
-from sim.core.contracts import Decision  # noqa: E402
 from sim.core.spec import LLMSpec  # noqa: E402
 from sim.tick.broker import DecisionBroker  # noqa: E402
+from social import warm_social  # noqa: E402
 
 POOLS = (1, 2)
 
 
 def social_model(members: int):
-    """A social network of `members` LLM members, all active, after two ticks answered by their scripted strategy."""
-    from scenarios.social.model import SocialModel
-
-    class StandIn(ScriptedBackend):
-        name = "llm"
-
-        def decide_batch(self, requests):
-            rest = [r for r in requests if r.phase != "stance"]
-            got = iter(super().decide_batch(rest))
-            return [Decision(r.agent_id, r.phase, "neutral", "llm") if r.phase == "stance" else next(got) for r in requests]
-
-    spec = build_spec("social", sets=[f"agents={members}", "activity=1", "activity_skew=0", "feed_size=5"], ticks=3,
-                      policy="llm", seed=0)
-    cfg = SocialModel.Config.model_validate(spec.config)
-    model = SocialModel(cfg, seed=0, broker=DecisionBroker({"llm": StandIn(SocialModel.strategies)}), policy="llm")
-    for m in model.members:
-        m.strategy = "engaged"
-    random.seed(0)
-    model.step()
-    model.step()
-    return model
+    """A social network of `members` LLM members, all active, after two ticks answered by their scripted strategy
+    (benchmarks/social.py's warm-up, feeds of 5)."""
+    return warm_social(members, 5)[1]
 
 
 def forwarded(stats: dict) -> int:

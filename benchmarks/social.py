@@ -135,10 +135,12 @@ class CountingEngine:
         return [Answer(r.space.options[0] if hasattr(r.space, "options") else "A short message.", raw="") for r in requests]
 
 
-def case_llm(agents: int, feed_size: int, stand_in: bool = False) -> dict:
+def warm_social(agents: int, feed_size: int) -> tuple:
+    """(spec, model): a social network of `agents` LLM members, all active and engaged, after two warm-up ticks
+    whose `llm` requests the scripted strategy answers (stances 'neutral'), so the feeds are full for a measured
+    tick. Shared by this benchmark and benchmarks/pool.py."""
     import random
 
-    from agents.llm.factory import make_llm_backend
     from agents.scripted import ScriptedBackend
     from scenarios.social.model import SocialModel
     from sim.tick.broker import DecisionBroker
@@ -164,6 +166,14 @@ def case_llm(agents: int, feed_size: int, stand_in: bool = False) -> dict:
     random.seed(0)
     model.step()
     model.step()
+    return spec, model
+
+
+def case_llm(agents: int, feed_size: int, stand_in: bool = False) -> dict:
+    from agents.llm.factory import make_llm_backend
+    from sim.tick.broker import DecisionBroker
+
+    spec, model = warm_social(agents, feed_size)
     if stand_in:
         from agents.llm.backend import LLMBackend
 
