@@ -129,6 +129,17 @@ def cli_json(*args: str, db: str | None = None):
     return json.loads(proc.stdout)
 
 
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray instance (2 CPUs) for the test module that asks for it (the sweeps' and the pool's tests)."""
+    ray = pytest.importorskip("ray")
+    from runner.sweeps.ray_tasks import init_ray
+
+    init_ray(None, 2)
+    yield ray
+    ray.shutdown()
+
+
 PG_SKIP = "SOCIETAS_TEST_PG is not set (PostgreSQL tests need a server: eval \"$(.ci/postgres.sh)\"; CI sets it)"
 
 

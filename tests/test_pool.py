@@ -80,17 +80,6 @@ def test_a_local_sweep_refuses_replicas(tmp_path):
 SMALL_SHARDS = LayoutRules(batch_tokens=1 << 62, max_batch=3, min_shared_prefix=64, split_cost=192)
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """One local Ray instance (2 CPUs) for the module."""
-    ray = pytest.importorskip("ray")
-    from runner.sweeps.ray_tasks import init_ray
-
-    init_ray(None, 2)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.fixture
 def small_shards(monkeypatch):
     monkeypatch.setattr(pool, "SHARD_RULES", SMALL_SHARDS)

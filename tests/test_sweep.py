@@ -139,16 +139,6 @@ def test_cli_sweep_status_and_show(tmp_path):
     assert bad.returncode == 2 and "valid: local, ray" in bad.stderr
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    from runner.sweeps.ray_tasks import init_ray
-
-    init_ray(None, 2)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.mark.slow
 def test_ray_sweep_equals_the_local_one(local_ray, tmp_path, pg_url_factory):
     """On a local Ray instance the same sweep gives the same stored runs as the process pool (PostgreSQL when available)."""
