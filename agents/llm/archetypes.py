@@ -34,6 +34,7 @@ from agents.llm.local.llm import LocalLLM
 from agents.llm.prompts import reasoned
 from sim.contracts.backend import Backend, CallRecord, fallback_decision
 from sim.core.contracts import Decision, DecisionRequest
+from sim.core.rng import mix64_array
 from sim.core.spaces import Choice, Number, Space, SpaceError
 from sim.core.spec import RunSpec
 
@@ -94,17 +95,10 @@ def distribution(scores: Sequence[float], temperature: float) -> list[float]:
     return (z / z.sum()).tolist()
 
 
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser on uint64 values (wrapping arithmetic)."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
 def uniforms(seeds: Sequence[int]) -> np.ndarray:
     """One uniform in [0, 1) per seed, a pure function of that seed alone."""
     with np.errstate(over="ignore"):
-        x = _mix64(np.asarray([int(s) & _M64 for s in seeds], dtype=np.uint64) ^ np.uint64(_DRAW_STREAM))
+        x = mix64_array(np.asarray([int(s) & _M64 for s in seeds], dtype=np.uint64) ^ np.uint64(_DRAW_STREAM))
     return (x >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
