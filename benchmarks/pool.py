@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from agents.llm.backend import LLMBackend  # noqa: E402
-from agents.llm.pool import PoolLLM, ensure_ray, shards  # noqa: E402
+from agents.llm.pool import PoolLLM, shards  # noqa: E402
+from agents.llm.shared import init_ray  # noqa: E402
 from agents.llm.prompts import render_messages  # noqa: E402
 from llm_throughput import harvest_requests  # noqa: E402
 from sim.core.spec import LLMSpec  # noqa: E402
@@ -112,7 +113,7 @@ def main() -> None:
     args = ap.parse_args()
     import ray
 
-    ensure_ray(sum(POOLS))
+    init_ray(None, max(sum(POOLS), os.cpu_count() or 1))
     llm = LLMSpec()
     pools = {n: PoolLLM(llm, n) for n in POOLS}
     requests = harvest_requests(args.fishers, months_before=3)

@@ -133,7 +133,7 @@ def cli_json(*args: str, db: str | None = None):
 def local_ray():
     """One local Ray instance (2 CPUs) for the test module that asks for it (the sweeps' and the pool's tests)."""
     ray = pytest.importorskip("ray")
-    from runner.sweeps.ray_tasks import init_ray
+    from agents.llm.shared import init_ray
 
     init_ray(None, 2)
     yield ray

@@ -24,12 +24,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Optional
 
 from agents.llm.base import LLM, Answer, Messages
 from agents.llm.local.layout import LayoutRules, layout
 from agents.llm.local.llm import LocalLLM, local_sampling, model_id_for
+from agents.llm.shared import init_ray
 from sim.contracts.backend import BackendUnavailable
 from sim.core.contracts import DecisionRequest
 from sim.core.errors import UsageError
@@ -44,8 +44,6 @@ SHARD_RULES = LayoutRules(batch_tokens=1 << 62, max_batch=SHARD_ROWS, min_shared
 GPU_SHARD_RULES = LayoutRules(batch_tokens=1 << 62, max_batch=1024, min_shared_prefix=64, split_cost=192)
 #: restarts of a dead replica (and resends of each of its shards) before the pool gives up on a batch
 RESTARTS = 4
-#: the checkout this package runs from: Ray workers import it from there
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def prompt_key(messages: Messages) -> list[int]:
@@ -108,18 +106,6 @@ class Replica:
         return os.getpid()
 
 
-def ensure_ray(cpus: int) -> None:
-    """A local Ray instance with at least `cpus` CPUs when this process is not connected to one yet (the CLI connects
-    first, to `--address` or locally, so that an unreachable cluster is refused before anything is stored)."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    ray.init(num_cpus=max(cpus, os.cpu_count() or 1), object_store_memory=256 * 1024**2, include_dashboard=False,
-             logging_level="ERROR", log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
-
-
 def placement(llm: LLMSpec, replicas: int) -> dict[str, Any]:
     """How each replica is placed: one GPU where the cluster has GPUs (and the spec does not ask for a CPU), else one
     CPU. A UsageError when the cluster cannot hold `replicas` of them (Ray would wait for ever)."""
@@ -152,7 +138,7 @@ class PoolLLM:
         if not self.actors:
             import ray
 
-            ensure_ray(self.replicas)
+            init_ray(None, max(self.replicas, os.cpu_count() or 1))  # (the CLI connected first where it runs)
             where = placement(self.spec, self.replicas)
             cpu = "num_gpus" not in where
             self.rules = SHARD_RULES if cpu else GPU_SHARD_RULES

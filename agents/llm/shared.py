@@ -14,12 +14,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 from agents.llm.base import LLM, Answer, Messages
 from agents.llm.local.llm import LocalLLM, local_sampling, model_id_for
 from sim.core.spec import LLMSpec
+
+#: the checkout this package runs from: Ray workers import it from there
+ROOT = Path(__file__).resolve().parents[2]
 
 NAMESPACE = "societas"
 
@@ -131,3 +136,19 @@ def shared_llm_factory(llm: LLMSpec) -> Callable[[], LLM]:
         return ModelProxy(handle, model_id_for(llm.model), local_sampling(llm.temperature))
 
     return connect
+
+
+def init_ray(address: Optional[str], workers: Optional[int]) -> bool:
+    """Connect to `address` or start a local instance (`workers` CPUs, a small object store, this checkout on the
+    workers' path); returns whether this call started the connection. Sweeps and the inference pool start Ray here."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    kwargs: dict[str, Any] = {"address": address, "runtime_env": {"env_vars": {"PYTHONPATH": path}},
+                              "include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
+    if address is None:  # a local instance sized for this sweep, small object store
+        kwargs.update(num_cpus=workers or os.cpu_count() or 1, object_store_memory=256 * 1024**2)
+    ray.init(**kwargs)
+    return True

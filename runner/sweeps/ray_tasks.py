@@ -8,21 +8,17 @@ merged into common forward passes. LangChain-served models need no actor (the se
 
 from __future__ import annotations
 
-import os
 import socket
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Optional
 
-from agents.llm.shared import shared_llm_factory, start_model_actors
+from agents.llm.shared import init_ray, shared_llm_factory, start_model_actors
 from runner.sweeps.backlog import SweepBacklog
 from runner.sweeps.worker import Outcome, run_one
 from sim.core.errors import UsageError
 from sim.core.spec import LLMSpec, RunSpec
 
-#: the checkout this package runs from: Ray workers import it from there
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def _task(url: str, sid: str, run_id: str, mode: str, spec: dict[str, Any], shared: bool) -> Outcome:
@@ -72,21 +68,6 @@ def connect(address: Optional[str], workers: Optional[int]) -> bool:
     except Exception as exc:  # noqa: BLE001 - whatever Ray raises, this cluster cannot run the sweep
         text = " ".join(str(exc).split())[:300] or type(exc).__name__
         raise UsageError(f"cannot connect to Ray{' at ' + repr(address) if address else ''}: {text}") from None
-
-
-def init_ray(address: Optional[str], workers: Optional[int]) -> bool:
-    """Connect to `address` or start a local instance; returns whether this call started the connection."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    kwargs: dict[str, Any] = {"address": address, "runtime_env": {"env_vars": {"PYTHONPATH": path}},
-                              "include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
-    if address is None:  # a local instance sized for this sweep, small object store
-        kwargs.update(num_cpus=workers or os.cpu_count() or 1, object_store_memory=256 * 1024**2)
-    ray.init(**kwargs)
-    return True
 
 
 def run_on_ray(backlog: SweepBacklog, *, address: Optional[str], workers: Optional[int],
