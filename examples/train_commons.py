@@ -68,6 +68,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import sim  # noqa: E402
+from agents.llm.local.device import pick_threads  # noqa: E402
 from agents.llm.local.ids import resolve_model  # noqa: E402
 from agents.llm.local.model import release_lm  # noqa: E402
 from agents.llm.local.numbers import NumberState  # noqa: E402
@@ -111,6 +112,8 @@ def load_policy(rank: int):
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
+    # as the platform's engine: half the cores on a busy machine, where threads spinning on shared cores cost more
+    torch.set_num_threads(pick_threads("cpu"))
     directory, gguf, _ = resolve_model(None)
     tok = AutoTokenizer.from_pretrained(directory, gguf_file=gguf)
     base = AutoModelForCausalLM.from_pretrained(directory, gguf_file=gguf, dtype=torch.float32)
