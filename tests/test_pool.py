@@ -94,6 +94,38 @@ def test_cli_refuses_bad_pool_settings_before_storing(tmp_path):
         assert not db.exists(), flags
 
 
+def _unfinished(db, replicas=None) -> str:
+    """A stored LLM fishery run left `failed` after no tick (made in its process, or on `replicas` replicas)."""
+    store = Store(f"sqlite:///{db}")
+    spec = build_spec("commons", policy="llm", ticks=2, sets=["fishers=2"], llm={"replicas": replicas} if replicas else {})
+    run_id = store.create_run(spec, {})
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE runs SET status = 'failed' WHERE id = ?", (run_id,))
+    return run_id
+
+
+def test_resume_and_fork_refuse_bad_pool_settings_before_changing_the_store(tmp_path):
+    """resume and fork take --replicas and --address with run's checks (and a run made in-process resumes only
+    in-process): each refusal is one line, exit 2, and the store is left as it was."""
+    db = tmp_path / "runs.db"
+    url = f"sqlite:///{db}"
+    own, pooled = _unfinished(db), _unfinished(db, replicas=1)
+    rows = lambda: sorted((r.id, r.status, r.ticks, str(r.spec)) for r in Store(url, create=False).list_runs())  # noqa: E731
+    before = rows()
+    cases = [(["resume", own, "--address", "127.0.0.1:6379"], "--address is for a run on engine replicas"),
+             (["resume", own, "--replicas", "2"], "was made by the local model in its process"),
+             (["resume", pooled, "--replicas", "0"], "bad value for 'llm.replicas'"),
+             (["resume", pooled, "--address", "127.0.0.1:1"], "cannot reach a Ray cluster"),
+             (["fork", own, "--at", "0", "--address", "127.0.0.1:6379"], "--address is for a run on engine replicas"),
+             (["fork", own, "--at", "0", "--replicas", "2", "--address", "127.0.0.1:1"], "cannot reach a Ray cluster"),
+             (["fork", pooled, "--at", "0", "--replicas", "2000"], "bad value for 'llm.replicas'")]
+    for args, said in cases:
+        proc = cli(*args, db=url)
+        assert proc.returncode == 2 and said in proc.stderr, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert rows() == before, args
+
+
 def test_a_local_sweep_refuses_replicas(tmp_path):
     """A sweep on the local executor whose runs ask for replicas is refused (each worker would start a pool): exit 2."""
     path = tmp_path / "pool.sweep.yaml"
