@@ -10,6 +10,7 @@ from agents.llm.local.layout import LayoutRules
 from runner.backends import make_backends
 from runner.config import build_spec
 from runner.execution import execute
+from runner.resume import resume_run
 from scenarios import get_scenario
 from sim.store.store import Store
 from tests.conftest import cli
@@ -205,3 +206,25 @@ def test_two_replicas_equal_one_and_survive_kill_9(local_ray, tmp_path, small_sh
     finally:
         single.close()
         double.close()
+
+
+@pytest.mark.slow
+def test_a_run_made_on_one_replica_resumes_on_two_identical(local_ray, tmp_path, small_shards):
+    """A run made on 1 replica and cut after its first tick, resumed with replicas=2 (its second tick answered live by
+    both replicas), stores every decision and call of the same run made on 1 replica without a break."""
+    spec = build_spec("commons", policy="llm", ticks=2, seed=4, sets=["fishers=8"], llm={"replicas": 1})
+    single = pool.PoolLLM(spec.llm, 1)
+    try:
+        _, steps1, calls1, _ = _run(tmp_path, "whole", single)
+        store = Store(f"sqlite:///{tmp_path / 'cut'}.db")
+        cut = execute(spec, store, backends=make_backends(spec, get_scenario("commons"), store, llm_factory=lambda: single),
+                      stop_after=1)
+    finally:
+        single.close()  # (its CPU for the resumed run's second replica)
+    with store.engine.begin() as conn:  # as a run whose process died after its first tick
+        conn.exec_driver_sql("UPDATE runs SET status = 'failed' WHERE id = ?", (cut.run_id,))
+    assert cut.ticks == 1
+    result = resume_run(store, cut.run_id, replicas=2)
+    steps = [(s.tick, s.agent_id, s.action, s.payoff, s.fallback) for s in store.steps(result.run_id)]
+    calls = sorted((c.tick, c.agent_id, c.phase, c.key, c.answer, c.logprobs, c.cache_hit) for c in store.llm_calls(result.run_id))
+    assert result.status == "finished" and steps == steps1 and calls == calls1

@@ -52,8 +52,8 @@ def shards(messages: Sequence[Messages], rules: LayoutRules) -> list[list[int]]:
 
 
 def shard_cost(part: Sequence[int], messages: Sequence[Messages]) -> int:
-    """A shard's estimated cost: its prompts' characters."""
-    return sum(len(prompt_key(messages[i])) for i in part)
+    """A shard's estimated cost: its prompts' characters (as `prompt_key` counts them, without building the keys)."""
+    return sum(len(m["role"]) + len(m["content"]) + 2 for i in part for m in messages[i])
 
 
 def assign(parts: Sequence[Sequence[int]], messages: Sequence[Messages], answerers: int) -> list[int]:
