@@ -6,9 +6,12 @@ Two ticks, both on the embedded model, each replica a Ray actor with one CPU and
 (agents.llm.pool): a fishery month of `--fishers` harvest decisions (month 4, memory filled) and
 a social-network tick of `--social` members (all active, feeds filled by two scripted ticks:
 choose, write, stance). Both pools are alive together and the ticks run in turns (1, 2, 2, 1...),
-so the ratio is measured in one run on the same prompts; medians are reported. Every answer is
+so the ratio is measured in one run on the same prompts; medians are reported (only the LLM tick is
+timed: the social network's scripted warm-up is built before the clock starts). Every answer is
 compared across the pools (values and log-probabilities). Per replica: the prompt tokens of its
-requests and the share of them it did not forward (a shared prefix computed once and reused).
+requests, the share of them it did not forward (a shared prefix computed once and reused) and its CPU
+seconds; per case: each batch's shard sizes, the load average, and the cores the replicas got (their CPU
+seconds over the wall seconds: on a shared machine, the benchmark's session's share; see agents/llm/pool.py).
 """
 
 from __future__ import annotations
