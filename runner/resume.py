@@ -21,7 +21,7 @@ from runner.probing import refuse_probe_run
 from scenarios.registry import get_scenario
 from sim.contracts.backend import ReplayMode
 from sim.core.errors import UsageError
-from sim.core.spec import RunSpec
+from sim.core.spec import LLMSpec, RunSpec
 from sim.store.liveness import owner_alive
 from sim.store.store import Store
 from sim.store.tables import Run
@@ -83,6 +83,18 @@ def _yaml(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+# ----- engine replicas -------------------------------------------------------------------------------------------
+def on_replicas(spec: RunSpec, replicas: Optional[int]) -> RunSpec:
+    """`spec` with its local model's decisions on `replicas` engine replicas (`--replicas`; None: as stored). The
+    answers do not depend on the count, so a run made on N replicas goes on on any; a UsageError for a bad count."""
+    if replicas is None:
+        return spec
+    if not 1 <= replicas <= 1024:
+        raise UsageError(f"bad value for 'llm.replicas': {replicas}; from 1 to 1024 engine replicas")
+    llm = LLMSpec.model_validate({**spec.llm.model_dump(mode="json"), "replicas": replicas})
+    return spec.model_copy(update={"llm": llm})
+
+
 # ----- resume ------------------------------------------------------------------------------------------------
 def resumable(run: Run) -> Optional[str]:
     """None if `run` can be resumed now; else why not (one line)."""
@@ -94,16 +106,30 @@ def resumable(run: Run) -> Optional[str]:
     return None
 
 
-def resume_run(store: Store, run_id: str, *, force: bool = False, progress: Optional[Progress] = None,
-               llm_factory: Optional[Callable[[], LLM]] = None) -> RunResult:
-    """Continue an unfinished run in its own row; raises UsageError if it cannot be resumed, RunFailed if it fails.
-
-    `llm_factory` supplies the LLM for the live part (a Ray sweep's shared model actor)."""
-    run = store.get_run(run_id)
+def resume_spec(run: Run, *, force: bool = False, replicas: Optional[int] = None) -> RunSpec:
+    """The spec a resume runs `run`'s live part under: the stored one, on `replicas` engine replicas where given; a
+    UsageError if the run cannot be resumed (`resumable`; a probe's run). A run made by the local model in its process
+    is refused replicas: a pool's calls are its shards, whose answers are not the in-process engine's
+    (agents.llm.pool), so the resumed run would not be the run its spec makes."""
     refuse_probe_run(run, "resume")
     why = resumable(run)
     if why and not (force and run.status == "running"):
         raise UsageError(why)
+    spec = RunSpec.model_validate(run.spec)
+    if replicas is not None and spec.uses_llm and spec.llm.provider == "local" and not spec.llm.replicas:
+        raise UsageError(f"run {run.id} was made by the local model in its process, not on engine replicas: its "
+                         "answers on replicas would differ; resume it without --replicas (or fork it with them)")
+    return on_replicas(spec, replicas)
+
+
+def resume_run(store: Store, run_id: str, *, force: bool = False, progress: Optional[Progress] = None,
+               llm_factory: Optional[Callable[[], LLM]] = None, replicas: Optional[int] = None) -> RunResult:
+    """Continue an unfinished run in its own row; raises UsageError if it cannot be resumed, RunFailed if it fails.
+
+    `llm_factory` supplies the LLM for the live part (a Ray sweep's shared model actor); `replicas`: the live part's
+    engine replicas (`resume_spec`; the run row keeps the spec it was made with)."""
+    run = store.get_run(run_id)
+    live = resume_spec(run, force=force, replicas=replicas)
     spec = RunSpec.model_validate(run.spec)
     cls = get_scenario(spec.scenario)
     check_data((run.versions or {}).get(DATA_KEY), validate_config(cls.Config, run.spec["config"]))
@@ -112,16 +138,18 @@ def resume_run(store: Store, run_id: str, *, force: bool = False, progress: Opti
         raise UsageError(f"run {run.id}'s stored ticks are not 1..{run.ticks} (found {count} up to {last}); "
                          "it cannot be resumed")
     replay = ReplayMode()
-    backends = make_backends(spec, cls, store, replay=replay, llm_factory=llm_factory)
+    backends = make_backends(live, cls, store, replay=replay, llm_factory=llm_factory)
     plan = Continuation(schedule=config_schedule(store, run), replay_until=run.ticks, source_id=run.id, replay=replay,
                         run=run)
     return execute(spec, store, plan, backends=backends, progress=progress)
 
 
 # ----- fork -------------------------------------------------------------------------------------------------------
-def fork_spec(store: Store, parent: Run, at: int, sets: list[str]) -> tuple[RunSpec, Schedule]:
-    """The fork's spec (the parent's with `sets` applied) and its config schedule; UsageError naming what is refused."""
-    spec = RunSpec.model_validate(parent.spec)
+def fork_spec(store: Store, parent: Run, at: int, sets: list[str],
+              replicas: Optional[int] = None) -> tuple[RunSpec, Schedule]:
+    """The fork's spec (the parent's with `sets` applied, on `replicas` engine replicas where given: `on_replicas`)
+    and its config schedule; UsageError naming what is refused."""
+    spec = on_replicas(RunSpec.model_validate(parent.spec), replicas)
     cls = get_scenario(spec.scenario)
     changes = parse_sets(sets)
     if "ticks" in changes and "ticks" not in cls.Config.model_fields:  # as `run` takes it: the horizon
@@ -151,11 +179,13 @@ def fork_spec(store: Store, parent: Run, at: int, sets: list[str]) -> tuple[RunS
     return new, schedule
 
 
-def fork_run(store: Store, parent_id: str, at: int, sets: list[str], *, progress: Optional[Progress] = None) -> RunResult:
-    """A new run identical to `parent_id` up to tick `at` (replayed, checked, copied), then under the changed config."""
+def fork_run(store: Store, parent_id: str, at: int, sets: list[str], *, progress: Optional[Progress] = None,
+             replicas: Optional[int] = None) -> RunResult:
+    """A new run identical to `parent_id` up to tick `at` (replayed, checked, copied), then under the changed config
+    (its decisions on `replicas` engine replicas where given)."""
     parent = store.get_run(parent_id)
     refuse_probe_run(parent, "fork")
-    spec, schedule = fork_spec(store, parent, at, sets)
+    spec, schedule = fork_spec(store, parent, at, sets, replicas)
     cls = get_scenario(spec.scenario)
     check_data((parent.versions or {}).get(DATA_KEY), validate_config(cls.Config, parent.spec["config"]))
     replay = ReplayMode()

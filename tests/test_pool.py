@@ -5,11 +5,12 @@ import signal
 
 import pytest
 
-from agents.llm import pool
+from agents.llm import pool, sharding
 from agents.llm.local.layout import LayoutRules
 from runner.backends import make_backends
 from runner.config import build_spec
 from runner.execution import execute
+from runner.resume import resume_run
 from scenarios import get_scenario
 from sim.store.store import Store
 from tests.conftest import cli
@@ -20,34 +21,63 @@ def _messages(system: str, n: int) -> list[list[dict[str, str]]]:
             for k in range(n)]
 
 
+def _shards(batch):
+    return sharding.shards(batch, pool.SHARD_RULES)
+
+
 def test_shards_keep_prefix_groups_whole_and_cover_the_batch():
-    """Every request is in one shard, a shard never mixes two prefix groups, and no shard passes the row cap."""
+    """Every request is in one shard, no shard passes the row cap, and a prefix group of n requests lies in
+    ceil(n / cap) shards (never spread thinner)."""
     a = _messages("You fish a lake shared by many fishers; each month you choose a catch. " * 3, 40)
     b = _messages("You post on a social network where members vote and comment on each other. " * 3, 9)
     batch = [m for pair in zip(a, b) for m in pair] + a[len(b):]  # the two groups interleaved in request order
-    parts = pool.shards(batch)
+    parts = _shards(batch)
     assert sorted(i for p in parts for i in p) == list(range(len(batch)))
     assert all(len(p) <= pool.SHARD_ROWS and p == sorted(p) for p in parts)
-    for p in parts:
-        assert len({batch[i][0]["content"] for i in p}) == 1, "a shard mixes two system texts"
+    for system, n in ((a[0][0]["content"], 40), (b[0][0]["content"], 9)):
+        touched = [p for p in parts if any(batch[i][0]["content"] == system for i in p)]
+        assert len(touched) == -(-n // pool.SHARD_ROWS), (n, [len(p) for p in touched])
+
+
+def test_shards_pack_small_prefix_groups_up_to_the_cap():
+    """Many small prefix groups (a social tick's) share shards up to the cap instead of one call each."""
+    batch = [m for k in range(12) for m in _messages("ABCDEFGHIJKL"[k] + " forum: members argue about the river. " * 8, 3)]
+    parts = _shards(batch)
+    assert sorted(i for p in parts for i in p) == list(range(len(batch)))
+    assert [len(p) for p in parts] == [15, 15, 6], "36 requests of 12 groups of 3: packed 5 groups a shard"
+    for p in parts:  # a group is never split between two shards
+        groups = {batch[i][0]["content"] for i in p}
+        assert sum(1 for i in range(len(batch)) if batch[i][0]["content"] in groups) == len(p)
 
 
 def test_shards_depend_on_the_prompts_alone():
     """The same prompts in another order make the same shards (as sets of prompts): never a function of N or order."""
     batch = _messages("You fish a lake shared by many fishers; each month you choose a catch. " * 3, 37)
+    batch += [m for k in range(7) for m in _messages("ABCDEFG"[k] + " forum: members argue. " * 10, k + 1)]
     order = list(reversed(range(len(batch))))
     shuffled = [batch[i] for i in order]
     as_text = lambda parts, b: sorted(sorted(str(b[i]) for i in p) for p in parts)  # noqa: E731
-    assert as_text(pool.shards(batch), batch) == as_text(pool.shards(shuffled), shuffled)
+    assert as_text(_shards(batch), batch) == as_text(_shards(shuffled), shuffled)
 
 
 def test_assign_spreads_shards_and_keeps_neighbours_together():
     """Four equal shards on two replicas: two each, neighbours (one prefix group's shards) on the same replica."""
     batch = _messages("s" * 200, 64)
     parts = [list(range(k, k + 16)) for k in range(0, 64, 16)]
-    assert pool.assign(parts, batch, 2) == [0, 0, 1, 1]
-    assert sorted(pool.assign(parts, batch, 4)) == [0, 1, 2, 3]
-    assert pool.assign(parts, batch, 1) == [0, 0, 0, 0]
+    assert sharding.assign(parts, batch, 2) == [0, 0, 1, 1]
+    assert sorted(sharding.assign(parts, batch, 4)) == [0, 1, 2, 3]
+    assert sharding.assign(parts, batch, 1) == [0, 0, 0, 0]
+
+
+def test_dispatch_lets_a_free_replica_take_a_slow_ones_pending_shards():
+    """A replica that is done with its plan takes the last pending shard of the busiest one; a shard given back
+    goes first; every shard is handed out exactly once."""
+    plan = sharding.Dispatch([0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1], 2)
+    assert [plan.next(0), plan.next(1)] == [0, 2]
+    assert [plan.next(0), plan.next(0)] == [1, 5], "replica 0's plan done: it takes replica 1's last pending shard"
+    plan.again(5)  # replica 0 failed it
+    assert [plan.next(1), plan.next(1), plan.next(1)] == [5, 3, 4]
+    assert plan.next(0) is None and plan.next(1) is None and plan.pending() == 0
 
 
 def test_cli_refuses_bad_pool_settings_before_storing(tmp_path):
@@ -63,6 +93,38 @@ def test_cli_refuses_bad_pool_settings_before_storing(tmp_path):
         assert proc.returncode == 2 and said in proc.stderr, (flags, proc.stderr)
         assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert not db.exists(), flags
+
+
+def _unfinished(db, replicas=None) -> str:
+    """A stored LLM fishery run left `failed` after no tick (made in its process, or on `replicas` replicas)."""
+    store = Store(f"sqlite:///{db}")
+    spec = build_spec("commons", policy="llm", ticks=2, sets=["fishers=2"], llm={"replicas": replicas} if replicas else {})
+    run_id = store.create_run(spec, {})
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE runs SET status = 'failed' WHERE id = ?", (run_id,))
+    return run_id
+
+
+def test_resume_and_fork_refuse_bad_pool_settings_before_changing_the_store(tmp_path):
+    """resume and fork take --replicas and --address with run's checks (and a run made in-process resumes only
+    in-process): each refusal is one line, exit 2, and the store is left as it was."""
+    db = tmp_path / "runs.db"
+    url = f"sqlite:///{db}"
+    own, pooled = _unfinished(db), _unfinished(db, replicas=1)
+    rows = lambda: sorted((r.id, r.status, r.ticks, str(r.spec)) for r in Store(url, create=False).list_runs())  # noqa: E731
+    before = rows()
+    cases = [(["resume", own, "--address", "127.0.0.1:6379"], "--address is for a run on engine replicas"),
+             (["resume", own, "--replicas", "2"], "was made by the local model in its process"),
+             (["resume", pooled, "--replicas", "0"], "bad value for 'llm.replicas'"),
+             (["resume", pooled, "--address", "127.0.0.1:1"], "cannot reach a Ray cluster"),
+             (["fork", own, "--at", "0", "--address", "127.0.0.1:6379"], "--address is for a run on engine replicas"),
+             (["fork", own, "--at", "0", "--replicas", "2", "--address", "127.0.0.1:1"], "cannot reach a Ray cluster"),
+             (["fork", pooled, "--at", "0", "--replicas", "2000"], "bad value for 'llm.replicas'")]
+    for args, said in cases:
+        proc = cli(*args, db=url)
+        assert proc.returncode == 2 and said in proc.stderr, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert rows() == before, args
 
 
 def test_a_local_sweep_refuses_replicas(tmp_path):
@@ -144,3 +206,25 @@ def test_two_replicas_equal_one_and_survive_kill_9(local_ray, tmp_path, small_sh
     finally:
         single.close()
         double.close()
+
+
+@pytest.mark.slow
+def test_a_run_made_on_one_replica_resumes_on_two_identical(local_ray, tmp_path, small_shards):
+    """A run made on 1 replica and cut after its first tick, resumed with replicas=2 (its second tick answered live by
+    both replicas), stores every decision and call of the same run made on 1 replica without a break."""
+    spec = build_spec("commons", policy="llm", ticks=2, seed=4, sets=["fishers=8"], llm={"replicas": 1})
+    single = pool.PoolLLM(spec.llm, 1)
+    try:
+        _, steps1, calls1, _ = _run(tmp_path, "whole", single)
+        store = Store(f"sqlite:///{tmp_path / 'cut'}.db")
+        cut = execute(spec, store, backends=make_backends(spec, get_scenario("commons"), store, llm_factory=lambda: single),
+                      stop_after=1)
+    finally:
+        single.close()  # (its CPU for the resumed run's second replica)
+    with store.engine.begin() as conn:  # as a run whose process died after its first tick
+        conn.exec_driver_sql("UPDATE runs SET status = 'failed' WHERE id = ?", (cut.run_id,))
+    assert cut.ticks == 1
+    result = resume_run(store, cut.run_id, replicas=2)
+    steps = [(s.tick, s.agent_id, s.action, s.payoff, s.fallback) for s in store.steps(result.run_id)]
+    calls = sorted((c.tick, c.agent_id, c.phase, c.key, c.answer, c.logprobs, c.cache_hit) for c in store.llm_calls(result.run_id))
+    assert result.status == "finished" and steps == steps1 and calls == calls1

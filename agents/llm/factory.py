@@ -13,6 +13,7 @@ from agents.llm.backend import LLMBackend
 from agents.llm.base import LLM
 from agents.llm.cache import CachedBackend
 from agents.llm.chat import ChatLLM, load_chat_model
+from agents.llm.endpoints import EndpointsLLM
 from agents.llm.local.llm import LocalLLM, local_sampling, model_id_for
 from agents.llm.pool import pool_llm_factory
 from agents.llm.prompts import get_template
@@ -93,15 +94,19 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
                 scored = scored if cache is None else CachedBackend(scored, cache, replay)
             return ArchetypeBackend(backend if cache is None else CachedBackend(backend, cache, replay), scored, archetype)
     else:
-        cls, args = chat_class(llm)
         model_id = chat_model_id(llm)
         # the constraint changes the answers, so it is part of every cache key
         sampling = {"temperature": llm.temperature, "structured": llm.structured, "parse": "strict"}
 
+        def chat(endpoint: Optional[str], limit_id: str) -> ChatLLM:
+            return ChatLLM(load_chat_model(*chat_class(llm, endpoint)), limit_id, max_concurrency=llm.max_concurrency,
+                           timeout_s=llm.timeout_s, max_retries=llm.max_retries, sampling=sampling,
+                           structured=llm.structured)
+
         def build() -> LLM:
-            chat = load_chat_model(cls, args)
-            return ChatLLM(chat, model_id, max_concurrency=llm.max_concurrency, timeout_s=llm.timeout_s,
-                           max_retries=llm.max_retries, sampling=sampling, structured=llm.structured)
+            if llm.provider == "served" and llm.endpoints:  # each server its own calls in flight (its own limit)
+                return EndpointsLLM([chat(url, f"served:{llm.model}@{url}") for url in served_urls(llm)])
+            return chat(None, model_id)
 
         factory = llm_factory or build
         backend = LLMBackend(model_id, sampling, llm=None if replay is not None else factory(), llm_factory=factory,
@@ -126,27 +131,42 @@ def _once(make: Callable[[], LLM]) -> Callable[[], LLM]:
 SERVED_CLASS = "langchain_openai:ChatOpenAI"
 
 
-def chat_class(llm: LLMSpec) -> tuple[str, dict[str, Any]]:
-    """The LangChain chat class (`module:Class`) and its arguments for a `langchain` or `served` LLM. A served one's
-    API key comes from $OPENAI_API_KEY (a local server needs none): never from the spec, which is stored."""
+def served_urls(llm: LLMSpec) -> list[str]:
+    """The servers of a served LLM: `llm.endpoints`, or the one `llm.endpoint`. UsageError when neither or both are
+    given, or either for another provider."""
+    if llm.provider != "served":
+        if llm.endpoints:
+            raise UsageError(f"llm.endpoints is for a served model (llm.provider 'served'), not {llm.provider!r}")
+        return []
+    if llm.endpoint and llm.endpoints:
+        raise UsageError("give llm.endpoint (one server) or llm.endpoints (several), not both")
+    if not llm.endpoint and not llm.endpoints:
+        raise UsageError("llm.provider is 'served' but no llm.endpoint is given (the server's base URL, e.g. "
+                         "http://127.0.0.1:8000/v1; several servers: llm.endpoints)")
+    return list(llm.endpoints or [llm.endpoint])
+
+
+def chat_class(llm: LLMSpec, endpoint: Optional[str] = None) -> tuple[str, dict[str, Any]]:
+    """The LangChain chat class (`module:Class`) and its arguments for a `langchain` or `served` LLM (a served one at
+    `endpoint`, default its first server). A served one's API key comes from $OPENAI_API_KEY (a local server needs
+    none): never from the spec, which is stored."""
+    urls = served_urls(llm)
     if llm.provider != "served":
         return llm.cls or "", dict(llm.args)
-    if not llm.endpoint:
-        raise UsageError("llm.provider is 'served' but no llm.endpoint is given (the server's base URL, e.g. "
-                         "http://127.0.0.1:8000/v1)")
     if not llm.model:
         raise UsageError("llm.provider is 'served' but no llm.model is given (the served model's name, as the server's "
                          "/v1/models lists it)")
-    args = {"base_url": llm.endpoint, "model": llm.model, "api_key": os.environ.get("OPENAI_API_KEY") or "none",
+    args = {"base_url": endpoint or urls[0], "model": llm.model, "api_key": os.environ.get("OPENAI_API_KEY") or "none",
             "temperature": llm.temperature, "max_retries": 0, "timeout": llm.timeout_s, **dict(llm.args)}
     return SERVED_CLASS, args
 
 
 def chat_model_id(llm: LLMSpec) -> str:
     """The model id of a chat model (part of every cache key): its class and arguments, keys left out; a served model
-    is its name at its endpoint."""
+    is its name at its endpoint (the first of `endpoints`: the number of servers is not in it, so a run made on
+    several replays on the first alone, and one made on it replays on several)."""
     if llm.provider == "served":
-        return f"served:{llm.model}@{llm.endpoint}"
+        return f"served:{llm.model}@{llm.endpoint or (llm.endpoints or [None])[0]}"
     return f"langchain:{llm.cls}:" + ",".join(f"{k}={v}" for k, v in sorted(llm.args.items()) if "key" not in k.lower())
 
 
@@ -156,7 +176,8 @@ def preflight(spec: RunSpec | LLMSpec) -> None:
     llm = spec.llm if isinstance(spec, RunSpec) else spec
     if llm.replicas and llm.provider != "local":
         raise UsageError(f"llm.replicas is for the local model (llm.provider 'local'), not {llm.provider!r}: a served "
-                         "model's server batches and spreads its requests itself")
+                         "model's servers are listed in llm.endpoints, a tick's batch split across them")
+    served_urls(llm)
     if llm.provider == "env":
         return
     if llm.provider == "local":
@@ -171,5 +192,5 @@ def preflight(spec: RunSpec | LLMSpec) -> None:
         return
     if llm.provider == "langchain" and not llm.cls:
         raise UsageError("llm.provider is 'langchain' but no chat model class is given (--llm module:Class)")
-    cls, args = chat_class(llm)
-    load_chat_model(cls, args)
+    for url in served_urls(llm) or [None]:
+        load_chat_model(*chat_class(llm, url))

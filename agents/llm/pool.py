@@ -1,11 +1,12 @@
 """An inference pool: N replicas of the local engine as Ray actors, one run's batches split across them.
 
 `PoolLLM` is the `LLM` a run's backend uses when `llm.replicas` is set. A batch is cut into shards
-(`shards`): the prompts are grouped by shared prefix as the engine groups them (the same layout,
-over the prompts' characters) and each group is chunked into shards of at most `SHARD_ROWS`
-requests, a function of the prompts alone. The shards are spread over the replicas, a prefix
-group's shards kept on one replica where the balance allows, and every shard is one engine call;
-the answers come back in request order.
+(`agents.llm.sharding.shards`): prefix groups as the engine makes them, chunked to `SHARD_ROWS`
+requests, small groups packed together up to that cap: a function of the prompts alone. Every shard is
+one engine call, sent as its own actor task; a replica has one shard in flight at a time and, when it
+returns, takes the next (its own planned shards, a prefix group's kept together, then the pending
+shards of the replica with the most work left: `sharding.Dispatch`), so a replica that finishes early
+helps a slow one. The answers come back in request order.
 
 The same seeds give the same answers whatever N is, by construction: the engine sees the same
 calls (the shards) whatever N is, and every request samples from its own seed. Calls made one by one
@@ -15,8 +16,12 @@ moved by up to 1.1; a 64-fisher harvest batch gave bit-identical answers either 
 runs one torch thread unless `llm.threads` says otherwise (the thread count never follows N). A
 replica runs on one GPU where the cluster has GPUs.
 
-A replica whose process dies is restarted by Ray and its shards sent again (`RESTARTS` times at
-most); they answer the same on the new process, so the run finishes as if nothing happened.
+A replica whose process dies is restarted by Ray and its shard in flight sent again (`RESTARTS` times at
+most); it answers the same on the new process, so the run finishes as if nothing happened.
+
+On a shared machine each login session's processes are scheduled as one group (Linux's autogroup), and a
+local Ray instance's replicas all sit in the session that started it: while other sessions keep the cores
+busy, N replicas together get that session's share of the machine, not N times it (measured: benchmarks/pool.py).
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from agents.llm.base import LLM, Answer, Messages
-from agents.llm.local.layout import LayoutRules, layout
+from agents.llm.local.layout import LayoutRules
 from agents.llm.local.llm import LocalLLM, local_sampling, model_id_for
 from agents.llm.shared import init_ray
+from agents.llm.sharding import Dispatch, assign, shard_cost, shards
 from sim.contracts.backend import BackendUnavailable
 from sim.core.contracts import DecisionRequest
 from sim.core.errors import UsageError
@@ -46,36 +53,8 @@ GPU_SHARD_RULES = LayoutRules(batch_tokens=1 << 62, max_batch=1024, min_shared_p
 RESTARTS = 4
 
 
-def prompt_key(messages: Messages) -> list[int]:
-    """A prompt as the code points of its messages (roles and contents), for grouping by shared prefix."""
-    return [ord(c) for m in messages for c in f"\x00{m['role']}\x01{m['content']}"]
-
-
-def shards(messages: Sequence[Messages], rules: Optional[LayoutRules] = None) -> list[list[int]]:
-    """The batch's request indices cut into shards: prefix groups (as the engine's layout makes them) chunked into
-    at most `rules.max_batch` requests each (`SHARD_RULES`), every index in order within its shard. A function of the
-    prompts only."""
-    plan = layout([prompt_key(m) for m in messages], rules or SHARD_RULES)
-    return [sorted(bucket) for _, _, buckets in plan for bucket in buckets if bucket]
-
-
-def assign(parts: Sequence[Sequence[int]], messages: Sequence[Messages], replicas: int) -> list[int]:
-    """The replica of each shard: in shard order (a prefix group's shards are neighbours), each goes to the
-    replica the previous shard went to while its load stays within a fair share, else to the least loaded one."""
-    cost = [sum(len(prompt_key(messages[i])) for i in part) for part in parts]
-    fair = sum(cost) / max(1, replicas)
-    load = [0] * replicas
-    out: list[int] = []
-    for c in cost:
-        last = out[-1] if out else None
-        pick = last if last is not None and load[last] + c <= fair * 1.05 else min(range(replicas), key=lambda k: (load[k], k))
-        load[pick] += c
-        out.append(pick)
-    return out
-
-
 class Replica:
-    """One engine replica (the actor's class, wrapped with `ray.remote` by `PoolLLM`): each batch it is sent is one
+    """One engine replica (the actor's class, wrapped with `ray.remote` by `PoolLLM`): each shard it is sent is one
     engine call."""
 
     def __init__(self, model: Optional[str], device: Optional[str], dtype: Optional[str], temperature: float,
@@ -84,15 +63,12 @@ class Replica:
         self.requests = 0
         self.tokens_in = 0
 
-    def answer(self, parts: Sequence[tuple[Sequence[DecisionRequest], Sequence[Messages]]]) -> list[list[Answer]]:
-        """The shards of a batch this replica was given, each (requests, messages) one engine call."""
-        out = []
-        for requests, messages in parts:
-            got = self.llm.answer(requests, messages)
-            self.requests += len(requests)
-            self.tokens_in += sum(a.tokens_in for a in got)
-            out.append(got)
-        return out
+    def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
+        """One shard of a batch: one engine call."""
+        got = self.llm.answer(requests, messages)
+        self.requests += len(requests)
+        self.tokens_in += sum(a.tokens_in for a in got)
+        return got
 
     def stats(self) -> dict[str, Any]:
         """This process's pid and CPU seconds, the requests and prompt tokens it answered, and the engine's forward
@@ -123,6 +99,17 @@ def placement(llm: LLMSpec, replicas: int) -> dict[str, Any]:
     return {"num_cpus": 1}
 
 
+@dataclass
+class Flight:
+    """One batch on its way through the pool: its shards, those still to send, and those each replica is answering."""
+
+    requests: Sequence[DecisionRequest]
+    messages: Sequence[Messages]
+    parts: list[list[int]]
+    plan: Dispatch
+    running: dict[Any, tuple[int, int]] = field(default_factory=dict)  # object ref -> (replica, shard)
+
+
 class PoolLLM:
     """An `LLM` whose batches are answered by `replicas` engine replicas (Ray actors), started on first use."""
 
@@ -149,39 +136,47 @@ class PoolLLM:
                            for _ in range(self.replicas)]
         return self.actors
 
-    def send(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> tuple[list[list[list[int]]], list[Any]]:
-        """Each replica's shards to it (one engine call a shard), all replicas at once: the shards each replica
-        answers and the object refs of their answers."""
+    def send(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> Flight:
+        """The batch cut into shards and planned over the replicas, and each replica's first shard sent."""
         actors = self.start()
         parts = shards(messages, self.rules)
-        mine: list[list[list[int]]] = [[] for _ in actors]
-        for part, k in zip(parts, assign(parts, messages, len(actors))):
-            mine[k].append(part)
-        busy = [(actors[k], m) for k, m in enumerate(mine) if m]
-        refs = [actor.answer.remote([([requests[i] for i in part], [messages[i] for i in part]) for part in m])
-                for actor, m in busy]
+        plan = Dispatch(assign(parts, messages, len(actors)), [shard_cost(p, messages) for p in parts], len(actors))
+        flight = Flight(requests, messages, parts, plan)
+        for k in range(len(actors)):
+            self.next_shard(flight, k)
         self.calls += 1
-        return [m for _, m in busy], refs
+        return flight
+
+    def next_shard(self, flight: Flight, replica: int) -> None:
+        """Replica `replica` is free: send it the next pending shard, if any."""
+        i = flight.plan.next(replica)
+        if i is not None:
+            part = flight.parts[i]
+            ref = self.actors[replica].answer.remote([flight.requests[j] for j in part], [flight.messages[j] for j in part])
+            flight.running[ref] = (replica, i)
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
-        """The batch's shards answered by the replicas; the answers back in request order."""
+        """The batch's shards answered by the replicas, each taking the next as it finishes one; the answers back in
+        request order."""
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
         if not requests:
             return []
-        parts, refs = self.send(requests, messages)
-        try:
-            got = ray.get(refs)
-        except RayActorError as exc:  # a replica died more than RESTARTS times
-            raise BackendUnavailable(f"an engine replica died and could not be restarted: {str(exc).splitlines()[0]}") from None
-        except RayTaskError as exc:  # the engine itself raised: the same error as a local model's
-            raise exc.as_instanceof_cause() from None
+        flight = self.send(requests, messages)
         out: list[Optional[Answer]] = [None] * len(requests)
-        for mine, answers in zip(parts, got):
-            for part, shard in zip(mine, answers):
-                for i, a in zip(part, shard):
-                    out[i] = a
+        while flight.running:
+            done, _ = ray.wait(list(flight.running), num_returns=1)
+            replica, i = flight.running.pop(done[0])
+            try:
+                got = ray.get(done[0])
+            except RayActorError as exc:  # a replica died more than RESTARTS times (the shards still running are dropped)
+                raise BackendUnavailable(f"an engine replica died and could not be restarted: {str(exc).splitlines()[0]}") from None
+            except RayTaskError as exc:  # the engine itself raised: the same error as a local model's
+                raise exc.as_instanceof_cause() from None
+            for j, a in zip(flight.parts[i], got):
+                out[j] = a
+            self.next_shard(flight, replica)
         return out  # type: ignore[return-value]
 
     def stats(self) -> list[dict[str, Any]]:

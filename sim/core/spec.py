@@ -10,9 +10,10 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, ValidationError, model_serializer
+from pydantic import (BaseModel, ConfigDict, Field, SerializationInfo, StringConstraints, ValidationError, field_validator,
+                      model_serializer)
 
 from sim.core.fields import StrictNumbers
 from sim.core.profiles import VERSIONS, DecisionProfile, profile
@@ -38,6 +39,10 @@ class LLMSpec(StrictNumbers):
     endpoint: Optional[str] = Field(None, min_length=1, max_length=2048, pattern=r"^https?://\S+$",
                                     description="served: the server's OpenAI-compatible base URL (http://127.0.0.1:8000/v1); "
                                                 "its API key, if any, is read from $OPENAI_API_KEY, never stored")
+    endpoints: Optional[tuple[Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=r"^https?://\S+$")], ...]] = Field(
+        None, min_length=1, max_length=64,
+        description="served: several servers of the same model (base URLs), a tick's batch split across them by prompt "
+                    "prefix (agents.llm.endpoints); in place of `endpoint`")
     cls: Optional[str] = Field(None, description="langchain: the chat model class, module:Class (--llm)")
     args: dict[str, Any] = Field(default_factory=dict, description="langchain: the chat model's constructor arguments (--llm-arg)")
     temperature: float = Field(0.7, ge=0.0, le=5.0, allow_inf_nan=False, description="sampling temperature (0: greedy)")
@@ -66,6 +71,13 @@ class LLMSpec(StrictNumbers):
     archetypes: Optional[bool] = Field(None, description="one LLM call per archetype bucket of a tick's requests, each "
                                                          "agent's answer sampled from it with its own seed (docs/archetypes.md)")
 
+    @field_validator("endpoints")
+    @classmethod
+    def _distinct(cls, urls: Optional[tuple[str, ...]]) -> Optional[tuple[str, ...]]:
+        if urls is not None and len(set(urls)) < len(urls):
+            raise ValueError(f"lists {next(u for u in urls if urls.count(u) > 1)!r} twice; give each server once")
+        return urls
+
     @model_serializer(mode="wrap")
     def _without_new_defaults(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
         """Fields added after runs were stored are left out while unset (None), so a spec that does not use them
@@ -81,7 +93,8 @@ class LLMSpec(StrictNumbers):
         if self.provider == "local":
             name = Path(self.model).name if self.model else "embedded SmolLM2"
         elif self.provider == "served":
-            name = f"served {self.model or '?'} at {self.endpoint}"
+            where = self.endpoint or (f"{self.endpoints[0]} (+{len(self.endpoints) - 1})" if self.endpoints else None)
+            name = f"served {self.model or '?'} at {where}"
         elif self.provider == "env":
             name = f"env {self.model or ''}".strip()
         else:
@@ -91,7 +104,7 @@ class LLMSpec(StrictNumbers):
 
 
 #: LLMSpec fields added after runs were stored: left out of a dump while None (see `_without_new_defaults`)
-LATER_FIELDS = ("endpoint", "replicas", "archetypes")
+LATER_FIELDS = ("endpoint", "endpoints", "replicas", "archetypes")
 
 
 def group_llm(run_llm: LLMSpec, block: Mapping[str, Any]) -> LLMSpec:

@@ -23,6 +23,11 @@ SetOption = typer.Option([], "--set", help="override a config field: key=value (
 ModelOption = typer.Option(None, "--model", help="local model: a model directory or .gguf file (default: embedded SmolLM2)")
 LlmOption = typer.Option(None, "--llm", help="a LangChain chat model class, module:Class")
 LlmArgOption = typer.Option([], "--llm-arg", help="constructor argument for --llm: key=value (repeatable)")
+# the flags `run`, `resume` and `fork` share: where the local model's engine replicas run
+ReplicasOption = typer.Option(None, "--replicas", help="local model: engine replicas as Ray actors, a tick's batch split "
+                              "across them (llm.replicas)")
+AddressOption = typer.Option(None, "--address", help="with replicas: the Ray cluster they run on (default: a local Ray "
+                             "instance)")
 
 
 @app.command()
@@ -37,10 +42,8 @@ def run(
     model: Optional[str] = ModelOption,
     llm: Optional[str] = LlmOption,
     llm_arg: list[str] = LlmArgOption,
-    replicas: Optional[int] = typer.Option(None, "--replicas", help="local model: engine replicas as Ray actors, a tick's "
-                                           "batch split across them (llm.replicas)"),
-    address: Optional[str] = typer.Option(None, "--address", help="with replicas: the Ray cluster they run on "
-                                          "(default: a local Ray instance)"),
+    replicas: Optional[int] = ReplicasOption,
+    address: Optional[str] = AddressOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -57,10 +60,7 @@ def run(
     spec = build_spec(scenario, config_file=str(config) if config else None, sets=set_, seed=seed,
                       policy=policy, ticks=ticks, llm=llm_over)
     preflight(spec)  # a model or chat class that cannot be used is bad input: refused before any write
-    if address is not None and not spec.llm.replicas:
-        fail("--address is for a run on engine replicas (--replicas N or llm.replicas)")
-    if spec.llm.replicas and spec.uses_llm:  # a cluster that cannot be reached, or hold the replicas, stores nothing
-        connect_pool(spec.llm, address)
+    pool_preflight(spec, address)
     store = open_store(db)
 
     def info(record: Any) -> str:
@@ -95,6 +95,19 @@ def run(
     out.print(f"stored in {store.url} — see: societas show {result.run_id}" + (f" --db {db}" if db else ""), soft_wrap=True)
 
 
+def pool_preflight(spec: Any, address: Optional[str]) -> None:
+    """`--address` without replicas is refused; a run on replicas connects to its cluster (`connect_pool`) before
+    anything is stored (replicas of a model that is not local are refused: `preflight`)."""
+    from runner.backends import preflight
+
+    if spec.llm.replicas:
+        preflight(spec)
+    if address is not None and not spec.llm.replicas:
+        fail("--address is for a run on engine replicas (--replicas N or llm.replicas)")
+    if spec.llm.replicas and spec.uses_llm:  # a cluster that cannot be reached, or hold the replicas, stores nothing
+        connect_pool(spec.llm, address)
+
+
 def connect_pool(llm: Any, address: Optional[str]) -> None:
     """Connect to the Ray cluster at `address` (or start a local instance) and check it can hold the run's replicas:
     UsageError otherwise, before anything is stored (as `sweep --executor ray` does)."""
@@ -117,18 +130,23 @@ def _report(kind: str, result: RunResult, as_json: bool, db: Optional[str]) -> N
 def resume(
     run_id: str,
     force: bool = typer.Option(False, "--force", help="resume a `running` run even if its owner looks alive"),
+    replicas: Optional[int] = ReplicasOption,
+    address: Optional[str] = AddressOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Continue an unfinished run (killed or failed) in the same run row.
 
     The committed ticks are replayed (scripted decisions recomputed from the seed, LLM
-    decisions from the cache only) and checked against the store, then the run goes on live.
+    decisions from the cache only) and checked against the store, then the run goes on live
+    (on --replicas N engine replicas where given: a run made on replicas goes on on any number).
     """
-    from runner.resume import resume_run
+    from runner.resume import resume_run, resume_spec
 
     store = open_store(db, create=False)
-    result = with_progress("resume", as_json, lambda progress: resume_run(store, run_id, force=force, progress=progress),
+    pool_preflight(resume_spec(store.get_run(run_id), force=force, replicas=replicas), address)
+    result = with_progress("resume", as_json, lambda progress: resume_run(store, run_id, force=force, progress=progress,
+                                                                         replicas=replicas),
                            resume_hint=True)
     _report("resume", result, as_json, db)
 
@@ -138,14 +156,19 @@ def fork(
     run_id: str,
     at: int = typer.Option(..., "--at", help="last tick taken from the parent (0..its committed ticks)"),
     set_: list[str] = typer.Option([], "--set", help="config field to change after tick AT: key=value (repeatable)"),
+    replicas: Optional[int] = ReplicasOption,
+    address: Optional[str] = AddressOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """A new run identical to RUN_ID up to tick AT, then continuing under the changed config."""
-    from runner.resume import fork_run
+    """A new run identical to RUN_ID up to tick AT, then continuing under the changed config (on --replicas N engine
+    replicas where given)."""
+    from runner.resume import fork_run, fork_spec
 
     store = open_store(db, create=False)
-    result = with_progress("fork", as_json, lambda progress: fork_run(store, run_id, at, set_, progress=progress),
+    pool_preflight(fork_spec(store, store.get_run(run_id), at, set_, replicas)[0], address)
+    result = with_progress("fork", as_json, lambda progress: fork_run(store, run_id, at, set_, progress=progress,
+                                                                     replicas=replicas),
                            resume_hint=True)
     _report("fork", result, as_json, db)
 

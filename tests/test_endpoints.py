@@ -1,0 +1,82 @@
+"""Several servers of one served model (`llm.endpoints`): a tick's batch split across them, through fake OpenAI servers."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from agents.llm.factory import chat_model_id
+from conftest import cli, cli_json
+from fakeopenai import FakeOpenAI
+from sim.core.spec import LLMSpec
+from sim.store.store import Store
+
+pytest.importorskip("langchain_openai")
+
+
+def _run(db_url: str, *sets: str) -> dict:
+    return cli_json("run", "commons", "--policy", "llm", "--ticks", "2", "--seed", "5", "--set", "fishers=8",
+                    "--set", "llm.provider=served", "--set", "llm.model=fake", "--set", "llm.max_retries=0",
+                    *[x for s in sets for x in ("--set", s)], db=db_url)
+
+
+def _closed_port_url() -> str:
+    """The URL of a port nobody listens on (taken from the OS, then let go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_a_run_on_two_servers_splits_each_tick_and_replays_on_one(db_url):
+    """Each tick's 8 harvest requests are split between the two servers (both answer, none twice); the same run on
+    the first server alone is answered from the cache: the number of servers is not in the cache key."""
+    with FakeOpenAI(answer="3") as a, FakeOpenAI(answer="3") as b:
+        run = _run(db_url, f"llm.endpoints=[{a.url}, {b.url}]")
+        assert run["status"] == "finished" and run["fallbacks"] == 0
+        assert a.requests and b.requests and len(a.requests) + len(b.requests) == 16, (len(a.requests), len(b.requests))
+        asked = len(a.requests)
+        again = _run(db_url, f"llm.endpoint={a.url}")
+        assert len(a.requests) == asked, "the run on one server made no call: every decision came from the cache"
+    store = Store(db_url, create=False)
+    first, second = (store.llm_calls(r["run_id"]) for r in (run, again))
+    assert [c.answer for c in second] == [c.answer for c in first] and all(c.cache_hit for c in second)
+
+
+def test_a_server_that_is_down_leaves_its_shards_to_the_others(db_url):
+    """With one of two servers down, the live one answers every decision and the run finishes; with both down the
+    run fails, saying no server answers."""
+    with FakeOpenAI(answer="4") as live:
+        run = _run(db_url, f"llm.endpoints=[{_closed_port_url()}, {live.url}]")
+        assert run["status"] == "finished" and run["fallbacks"] == 0 and len(live.requests) == 16
+    proc = cli("run", "commons", "--policy", "llm", "--ticks", "1", "--set", "fishers=4", "--set", "llm.provider=served",
+               "--set", "llm.model=fake", "--set", "llm.max_retries=0",
+               "--set", f"llm.endpoints=[{_closed_port_url()}, {_closed_port_url()}]", db=db_url)
+    assert proc.returncode != 0 and "no server answers" in proc.stdout + proc.stderr, proc.stderr
+
+
+def test_bad_endpoints_are_refused_before_storing(tmp_path):
+    """Endpoints of a local model, endpoint and endpoints together, a server listed twice, a non-URL, replicas of a
+    served model: one line, exit 2, nothing stored."""
+    db = tmp_path / "runs.db"
+    served = ["--set", "llm.provider=served", "--set", "llm.model=fake"]
+    cases = [(["--set", "llm.endpoints=[http://127.0.0.1:9/v1]"], "llm.endpoints is for a served model"),
+             ([*served, "--set", "llm.endpoint=http://127.0.0.1:9/v1", "--set", "llm.endpoints=[http://127.0.0.1:8/v1]"],
+              "not both"),
+             ([*served, "--set", "llm.endpoints=[http://127.0.0.1:9/v1, http://127.0.0.1:9/v1]"], "twice"),
+             ([*served, "--set", "llm.endpoints=[nope]"], "bad value for 'llm.endpoints"),
+             ([*served, "--set", "llm.endpoints=[]"], "bad value for 'llm.endpoints'"),
+             ([*served, "--set", "llm.endpoints=[http://127.0.0.1:9/v1]", "--replicas", "2"], "llm.endpoints")]
+    for flags, said in cases:
+        proc = cli("run", "commons", "--policy", "llm", "--ticks", "1", *flags, db=f"sqlite:///{db}")
+        assert proc.returncode == 2 and said in proc.stderr, (flags, proc.stderr)
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert not db.exists(), flags
+
+
+def test_the_cache_key_names_the_first_server_only():
+    """A served model on several servers has the model id of the first alone (so runs replay across server counts)."""
+    one = LLMSpec(provider="served", model="m", endpoint="http://a:1/v1")
+    two = LLMSpec(provider="served", model="m", endpoints=("http://a:1/v1", "http://b:1/v1"))
+    assert chat_model_id(one) == chat_model_id(two) == "served:m@http://a:1/v1"
