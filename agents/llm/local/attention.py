@@ -54,14 +54,15 @@ def prefix_attention(module, query, key, value, attention_mask, dropout: float =
     prefix = getattr(_LOCAL, "prefix", None)
     b, p = query.shape[0], 0 if prefix is None else prefix[module.layer_idx][0].shape[2]
     mask = None if attention_mask is None else attention_mask.to(torch.bool)
+    if prefix is not None:
+        pk, pv = prefix[module.layer_idx]  # [1, Hk, P, D]
+        kind = query.device.type
+        copy_bytes = 2 * b * p * pk.shape[1] * pk.shape[3] * pk.element_size()
+        if b * p > EXPAND_PREFIX_TOKENS.get(kind, 0) or copy_bytes > EXPAND_PREFIX_BYTES.get(kind, copy_bytes):
+            return prefix_by_reference(query, key, value, mask, pk, pv, scaling)  # a GPU's path: rows not laid out
     key, value, mask = _own_keys_first(key, value, mask, getattr(_LOCAL, "real", None), p)
     if prefix is None:
         return _fused(query, key, value, mask, scaling)
-    pk, pv = prefix[module.layer_idx]  # [1, Hk, P, D]
-    kind = query.device.type
-    copy_bytes = 2 * b * p * pk.shape[1] * pk.shape[3] * pk.element_size()
-    if b * p > EXPAND_PREFIX_TOKENS.get(kind, 0) or copy_bytes > EXPAND_PREFIX_BYTES.get(kind, copy_bytes):
-        return prefix_by_reference(query, key, value, mask, pk, pv, scaling)
     keys = torch.cat([pk.expand(b, -1, -1, -1), key], dim=2)
     values = torch.cat([pv.expand(b, -1, -1, -1), value], dim=2)
     if mask is not None:
