@@ -3,7 +3,7 @@ a `git worktree` of main), on the same requests, taking turns in one run. Writes
 
     python benchmarks/batch_invariance.py --before ../main [--rounds 3] [--out benchmarks/results/batch_invariance-cpu.json]
 
-The work is a social-like call: 32 Text (24 tokens, sampled), 32 Number and 32 Choice requests over two situations
+The work is a social-like call: 16 Text (24 tokens, sampled), 16 Number and 16 Choice requests over two situations
 (two prefix groups) of varying lengths, answered in one call, then in two calls of half the requests, then 8 of them
 one by one. Each checkout runs in a process of its own (its own modules, the same model and threads), the two
 answering in turns, each side first in turn; the JSON holds the median seconds of each part per side, their ratio,
@@ -48,14 +48,14 @@ def req(agent, kind, situation, filler):
                            question="What now?", seed=1000 + agent)
 
 kinds = ["text", "number", "choice"]
-reqs = [req(i, kinds[i % 3], i % 2, i % 7) for i in range(96)]
+reqs = [req(i, kinds[i % 3], i % 2, i % 7) for i in range(48)]
 msgs = [render_messages(r) for r in reqs]
 eng = LocalLLM(lm=shared_lm(threads=int(sys.argv[1])), temperature=0.7)
 eng.answer(reqs[:4], msgs[:4])  # warm
 for line in sys.stdin:
     out = {}
     t = time.perf_counter(); one = eng.answer(reqs, msgs); out["one_call_s"] = time.perf_counter() - t
-    t = time.perf_counter(); two = eng.answer(reqs[:48], msgs[:48]) + eng.answer(reqs[48:], msgs[48:])
+    t = time.perf_counter(); two = eng.answer(reqs[:24], msgs[:24]) + eng.answer(reqs[24:], msgs[24:])
     out["two_calls_s"] = time.perf_counter() - t
     t = time.perf_counter(); alone = [eng.answer([r], [m])[0] for r, m in zip(reqs[:8], msgs[:8])]
     out["eight_alone_s"] = time.perf_counter() - t

@@ -9,13 +9,15 @@ and `option_logits` (a Choice's options after the prompt, in one row each with a
 A row's answer must not depend on the other rows of its call. A CPU's matrix products round a row the same way only
 when it sits in a full block of the kernel's rows (measured: a bf16 product of 1, 3 or 5 rows rounded some values
 of its last row otherwise than one of 8 or 64, and float32's of 1-3, 5-7 or 9 rows did so for most values). So every
-forward here runs a multiple of `ROW_ALIGN` token rows: a bucket is filled up with rows of padding, its width and a
-Choice's options with columns of padding, and a prefix with padding after it; the attention lays each row's keys out
-the same way whatever its batch (`agents.llm.local.attention`).
+forward here runs a multiple of `ROW_ALIGN` token rows: a bucket's prompts are padded to a width that makes it so (and
+so are the positions whose logits are computed), its decoding steps and a Choice's options run with rows of padding
+after the bucket's, the options with columns of padding, a prefix with padding after it; the attention lays each
+row's keys out the same way whatever its batch (`agents.llm.local.attention`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,11 +70,13 @@ class HFEngine:
 
     def prefill(self, rows: list[list[int]], shared: int, prefix_kv, room: int) -> tuple[torch.Tensor, HFState]:
         """Forward the rows' own tokens (after `shared` prefix tokens) left-padded: the last logits and the state.
-        The bucket is filled up to a multiple of `ROW_ALIGN` rows with rows of padding, and its width to a multiple
-        of `ROW_ALIGN` columns (see the module's docstring); the state keeps them, the logits are the rows'."""
+        The width is padded so that rows x width, and the rows x positions whose logits are computed, are multiples of
+        `ROW_ALIGN`; the state then holds rows of padding up to a multiple of `ROW_ALIGN` for the decoding steps
+        (see the module's docstring). The logits are the rows'."""
         lm = self.lm
-        own = [r[shared:] for r in rows] + [[] for _ in range(aligned(len(rows)) - len(rows))]
-        width = aligned(max(len(r) for r in own))
+        own = [r[shared:] for r in rows]
+        n, per = len(rows), ROW_ALIGN // math.gcd(len(rows), ROW_ALIGN)  # per: columns that make n x columns whole
+        width = -(-max(len(r) for r in own) // per) * per
         flat = torch.from_numpy(left_padded(own, lm.pad_id, width))  # left-padded, one tensor
         lengths = torch.tensor([len(r) for r in own])
         if lm.pin_memory and lm.device.startswith("cuda"):
@@ -86,9 +90,10 @@ class HFEngine:
         mask4 = (causal[None] & real[:, None, :]) | torch.eye(width, dtype=torch.bool, device=lm.device)[None]
         with shared_prefix(prefix_kv if shared else None, real):
             out = lm.model(input_ids=input_ids, attention_mask=mask4[:, None], position_ids=positions,
-                           use_cache=True, logits_to_keep=1)
-        logits = out.logits[:len(rows), -1, :].to(lm.fdtype)
-        return logits, HFState(out.past_key_values, real, positions[:, -1] + 1, len(rows))
+                           use_cache=True, logits_to_keep=min(per, width))
+        logits = out.logits[:, -1, :].to(lm.fdtype)
+        cache, real, next_pos = _grow_rows(out.past_key_values, real, positions[:, -1] + 1, aligned(n))
+        return logits, HFState(cache, real, next_pos, n)
 
     def replays(self, state: HFState) -> bool:
         """Whether the next step replays a captured graph: never here (each step runs the model's modules)."""
@@ -123,13 +128,25 @@ class HFEngine:
         with shared_prefix(prefix_kv, torch.cat([state.mask, valid], dim=1)):
             hidden = lm.model.model(input_ids=opt_ids, attention_mask=full, position_ids=state.next_pos[:, None] + off,
                                     past_key_values=state.cache, use_cache=True).last_hidden_state
-        # position j predicts token j + 1; the rows of padding computed, not returned (ROW_ALIGN rows at a time)
-        return lm.model.get_output_embeddings()(hidden[:, :width - 1])[:n].to(lm.fdtype)
+        # position j predicts token j + 1; every row and column computed (whole blocks of rows), the bucket's returned
+        return lm.model.get_output_embeddings()(hidden)[:n, :width - 1].to(lm.fdtype)
 
 
 def aligned(n: int) -> int:
     """`n` rounded up to a multiple of `ROW_ALIGN`."""
     return -(-n // ROW_ALIGN) * ROW_ALIGN
+
+
+def _grow_rows(cache: Any, mask: torch.Tensor, next_pos: torch.Tensor, rows: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    """A bucket's cache, key mask and next positions with rows of padding after its own, up to `rows` (keys and values
+    zero, masked: such a row attends only to the tokens it is fed itself)."""
+    extra = rows - mask.shape[0]
+    if extra <= 0:
+        return cache, mask, next_pos
+    for layer in cache.layers:
+        layer.keys = torch.cat([layer.keys, layer.keys.new_zeros((extra, *layer.keys.shape[1:]))])
+        layer.values = torch.cat([layer.values, layer.values.new_zeros((extra, *layer.values.shape[1:]))])
+    return cache, torch.cat([mask, mask.new_zeros((extra, mask.shape[1]))]), torch.cat([next_pos, next_pos.new_zeros(extra)])
 
 
 def _fill_rows(tokens: torch.Tensor, rows: int, pad: int) -> torch.Tensor:
