@@ -360,3 +360,32 @@ def test_gpu_layout_counts_decoding_steps_in_a_groups_cost(lm):
     gpu_rules = replace(one, split_cost=1000)  # a split cost at which one forward's saving pays
     assert len(layout(prompts, gpu_rules)) > 1
     assert len(layout(prompts, replace(gpu_rules, split_cost=41 * 1000))) == 1
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", pytest.param("float32", marks=pytest.mark.xfail(
+    reason="float32's fused attention on a CPU rounds a query otherwise at some key counts (docs/architecture.md)"))])
+def test_a_rows_logits_are_bit_identical_alone_and_in_any_batch(dtype):
+    """Prefill, decoding steps and option scores of a prompt: the same bits alone, beside longer and shorter prompts,
+    and with part of it forwarded once as a group's shared prefix (rows, padding and key layout differ)."""
+    lm = tiny_lm(dtype=dtype)
+    base = "You take part in a simulation of a fishing village. " * 3
+    texts = [base + "Fisher 1: how many tons?", base + "Fisher 22: " + "ab " * 9 + "how many?", "Short one.",
+             base + "Fisher 3: ok?", "Another village entirely. " * 4 + "What now?"]
+    prompts = [lm.encode([lm.render([{"role": "user", "content": t}])])[0] for t in texts]
+    fwd = lm.fwd
+
+    def trace(rows, shared):
+        kv = fwd.prefix_kv(rows[0][:shared]) if shared else None
+        logits, state = fwd.prefill(rows, shared, kv, 4)
+        out = [logits[0].clone()]
+        for step in range(3):
+            out.append(fwd.step(torch.full((len(rows),), 40 + step), state, kv)[0].clone())
+        return out
+
+    with torch.inference_mode():
+        alone = trace(prompts[:1], 0)
+        for rows, shared in ((prompts, 0), (prompts[:1] + prompts[2:], 0), ([prompts[0], prompts[1], prompts[3]], 40)):
+            got = trace(rows, shared)
+            assert all(torch.equal(a, b) for a, b in zip(alone, got))
+    options = [["none", "fisher 2", "all of the fishers"]]
+    assert lm.score_choices(prompts[:1], options) == lm.score_choices(prompts, options * 5)[:1]

@@ -3,8 +3,9 @@
 `SharedModel` is an asyncio actor: each run's backend sends its phase batch (`answer`); the
 actor collects what arrives within a short window, runs ONE model call over the union
 (the local model groups requests by kind and pads them into common forward passes), and
-hands every run its own slice. Decisions stay per-request deterministic (each request
-samples from its own seed), so a run's result does not depend on which runs it shared with.
+hands every run its own slice. Each request samples from its own seed and, on a CPU in bf16, is computed as in
+any batch (docs/architecture.md, "One answer per request"), so a run's result does not depend on which runs it
+shared with; on a GPU the rounding of a row may (the lean engine's kernels are not batch-invariant).
 `ModelProxy` is the `LLM` a run's backend uses in place of a local model (`shared_llm_factory`
 makes one for `make_llm_backend`).
 """

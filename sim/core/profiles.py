@@ -65,6 +65,12 @@ PROFILES: dict[int, DecisionProfile] = {
     # games store waste and beams; the platform's own switches are those of 7: what changed is in the scenarios' editions)
     8: DecisionProfile(8, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
                        tick_noun=True, metrics=2, reward_components=True),
+    # (the embedded engine's answers no longer depend on the other requests of its call: every forward runs whole
+    # blocks of rows and lays each row's keys out the same way, agents.llm.local.hf_engine. The switches are 8's and
+    # the cache keys unchanged, so runs of 1-8 replay from their caches; re-run live, their sampled texts (now and
+    # then a Number or Choice) differ from what they stored, as their float sums are rounded otherwise.)
+    9: DecisionProfile(9, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
+                       tick_noun=True, metrics=2, reward_components=True),
 }
 VERSIONS = tuple(PROFILES)
 #: the decision contract new runs are made under

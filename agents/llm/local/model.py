@@ -22,8 +22,9 @@ one is discarded, so answers never change:
   lies in [lo, hi].
 - `generate`: top-k sampling (greedy at temperature 0) for free text.
 
-Every pick draws seeded Gumbel noise (`agents.llm.local.sampling`): a request's answer never
-depends on its batch, its row or the other requests.
+Every pick draws seeded Gumbel noise (`agents.llm.local.sampling`), and the transformers engine computes each row
+as it would in any batch (`agents.llm.local.hf_engine`: tested on a CPU in bf16): a request's answer does not
+depend on its batch, its row or the other requests.
 """
 
 from __future__ import annotations
