@@ -113,4 +113,5 @@ def _view() -> str:
     """The graph or its degree distribution (`one_of`; the graph first)."""
     return one_of("Show", [GRAPH, DEGREES], VIEW, url="view", label_visibility="collapsed") or GRAPH
 
+
 page(render)

@@ -115,7 +115,8 @@ def measure(url: str, root: Path, log_dir: Path, warm: bool = True, only: tuple[
                         chrome = descendants(driver.service.process.pid)
                         before = (time.perf_counter(), cpu_seconds([server]), cpu_seconds(chrome))
                         charts = slug not in ("runs", "launch", "policies", "conversations", "events")
-                        browser.open_page(driver, f"{base}/{path}", heading, charts=charts, charts_required=False, settle=0.0)
+                        browser.open_page(driver, f"{base}/{path}", heading, charts=charts, charts_required=False, settle=0.0,
+                                          text=False)
                         chrome = descendants(driver.service.process.pid)
                         row[label] = {"wall_s": round(time.perf_counter() - before[0], 2),
                                       "server_cpu_s": round(cpu_seconds([server]) - before[1], 2),

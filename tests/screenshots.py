@@ -173,8 +173,9 @@ CHOICES: dict[str, Callable[[Any], str]] = {"all": _compare_all, "two": _compare
 #: ("compare:" + a CHOICES name), URL extras
 PAGES: list[tuple[str, str, str, str, str]] = [
     ("runs", "Runs", "every stored run, the config fields that differ as columns, search", "", ""),
-    ("run", "Run", "a fishery with talk and sanctions: its own metrics over months first (stock, catch, over-usage), "
-     "with units and the collapse/sustainable lines; every point can be clicked to open its month", "commons", ""),
+    ("run", "Run", "a fishery with talk and sanctions: its own metrics over months first (stock, stock at the "
+     "month's start, catch total and mean) with units and the collapse/sustainable lines; every point can be clicked "
+     "to open its month", "commons", ""),
     ("run", "Run", "the Metrics tab's other section: Perolat's four social metrics over months", "commons",
      "charts=social"),
     ("run", "Run", "GovSim's viewer: a month of a fishery whose LLM fishers talk, opened from a chart (here by its URL, "
