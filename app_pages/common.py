@@ -441,3 +441,34 @@ def choose_agent(ids: list[int], labels: Optional[dict[int, str]] = None, label:
     st.session_state["cursor_agent"] = int(agent)
     set_url("agent", int(agent))
     return int(agent)
+
+
+def one_of(label: str, options: list[str], key: str, *, url: Optional[str] = None, **kwargs: Any) -> Optional[str]:
+    """A segmented control that always has one of `options` chosen (the first until one is clicked; a click on the
+    chosen one keeps it): what a page draws of several views, one at a time, since the browser draws every chart of
+    a first view (a hidden tab's or expander's too). With `url`, the choice is in the URL under that name (its first
+    word, lower case: `?view=degree`; the first option writes nothing), so a link opens the same view. None when there
+    are no options; with one, no control."""
+    if not options:
+        return None
+    last, slugs = f"{key}_last", {o.split()[0].lower(): o for o in options}
+    linked = slugs.get(url_value(url) or "") if url else None
+    if linked is not None and linked != st.session_state.get(last):  # a link followed (or the first view)
+        st.session_state[key] = linked
+    elif st.session_state.get(key) not in options:
+        st.session_state[key] = st.session_state.get(last) if st.session_state.get(last) in options else options[0]
+    if len(options) > 1:
+        st.segmented_control(label, options, key=key, on_change=_keep_one, args=(key,), **kwargs)
+    chosen = st.session_state.get(key)
+    if chosen not in options:  # (clicked off without the callback: the one before stays)
+        chosen = st.session_state.get(last) if st.session_state.get(last) in options else options[0]
+    st.session_state[last] = chosen
+    if url:
+        set_url(url, None if chosen == options[0] else chosen.split()[0].lower())
+    return chosen
+
+
+def _keep_one(key: str) -> None:
+    """A click on the chosen segment would leave none chosen: the one before stays."""
+    if st.session_state.get(key) is None:
+        st.session_state[key] = st.session_state.get(f"{key}_last")

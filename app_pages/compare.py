@@ -20,8 +20,8 @@ import streamlit as st
 from analysis import compare as cmp
 from app_pages import charts, export, tick_view
 from app_pages import compare_charts as cc
-from app_pages.common import (as_int, counted, db_url, engine as common_engine, eq, init_state, noun, page, q, set_url,
-                              unit_of, url_list, url_tabs, url_value)
+from app_pages.common import (as_int, counted, db_url, engine as common_engine, eq, init_state, noun, one_of, page, q,
+                              set_url, unit_of, url_list, url_tabs, url_value)
 from app_pages.said import action_words
 from sim.store import queries
 
@@ -170,6 +170,10 @@ def _seeds_figures(view: View, picked: list[str]) -> tuple[pd.DataFrame, list[tu
     return view.named(summary), figures
 
 
+#: the final metric Across seeds draws (one of those chosen)
+DRAWN = "compare_drawn_metric"
+
+
 def _seeds(view: View) -> None:
     if not view.metrics:
         st.info("These runs have no final metrics yet.")
@@ -179,8 +183,11 @@ def _seeds(view: View) -> None:
     picked = st.multiselect("Final metrics", view.metrics, key="compare_metrics")
     set_url("metrics", picked)
     summary, figures = _seeds_figures(view, picked)
+    # one chart at a time (the browser draws each chart of a first view), the table has them all
+    drawn = one_of("Chart", picked, DRAWN, url="chart", help="the metric drawn; the table under it has every one")
     for m, fig in figures:
-        export.chart(fig, f"{m}-across-seeds", key=f"cmp-seeds-{m}")
+        if m == drawn:
+            export.chart(fig, f"{m}-across-seeds", key=f"cmp-seeds-{m}")
     st.dataframe(summary, hide_index=True, width="stretch")
     st.caption("Intervals: Wilson for a rate's 0/1 values (e.g. 3 runs of 3 collapsed: [0.44, 1]), else a percentile "
                "bootstrap of the mean (within the runs' values); every interval is kept within the metric's bounds "

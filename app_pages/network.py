@@ -1,7 +1,8 @@
 """Network: the follow graph (the run's seeded graph changed by its follow/unfollow events, or a state field) or
 the interaction graph (every event with an actor and a target) at the replay cursor's tick; edges point from
 source to target; nodes sized by degree, coloured by opinion or payoff, or by role where agents have different
-roles (a market's customers and businesses); the network metrics of the whole graph beside it."""
+roles (a market's customers and businesses), or, in its place, the degree distribution; the network metrics of the
+whole graph beside either."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import streamlit as st
 
 from analysis import network as net
 from app_pages import charts, export
-from app_pages.common import choose_run, noun, page, q, tick_picker
+from app_pages.common import choose_run, noun, one_of, page, q, tick_picker
 
 MAX_DRAWN = 300
 
@@ -70,17 +71,23 @@ def render(table: pd.DataFrame) -> None:
     color, title = ("opinion", "opinion") if has_opinion else ("payoff_total", f"payoff to {unit} {tick}")
     nodes[color] = pd.to_numeric(nodes[color], errors="coerce")
 
+    view = _view()
     left, right = st.columns([3, 1])
     with left:
-        drawn = f"{len(nodes)} nodes"
-        if len(nodes) < metrics["nodes"]:
-            drawn = f"{len(nodes)} of {metrics['nodes']} nodes (highest degree)"
-        colour = "role (shape too)" if by_role else title
-        st.caption(f"{kind} after {unit} {tick}: {drawn}, {len(segs)} of {metrics['edges']} edges drawn, each pointing from "
-                   f"source to target; size = degree, colour = {colour}"
-                   + (" (grey: none known yet)" if not by_role and nodes[color].isna().any() else ""))
-        figure = charts.network(nodes, segs, arrows, color=color, color_title=title, diverging=has_opinion, role=by_role)
-        export.chart(figure, f"{run['run_id']}-network-t{tick}", key="network")
+        if view == DEGREES:
+            export.chart(charts.degree_distribution(degrees.groupby("degree").size().reset_index(name="agents")),
+                         f"{run['run_id']}-degrees-t{tick}", key="network-degrees")
+            st.caption(f"agents by degree (in + out) in the whole {kind} after {unit} {tick}, not only the nodes drawn")
+        else:
+            drawn = f"{len(nodes)} nodes"
+            if len(nodes) < metrics["nodes"]:
+                drawn = f"{len(nodes)} of {metrics['nodes']} nodes (highest degree)"
+            colour = "role (shape too)" if by_role else title
+            st.caption(f"{kind} after {unit} {tick}: {drawn}, {len(segs)} of {metrics['edges']} edges drawn, each pointing "
+                       f"from source to target; size = degree, colour = {colour}"
+                       + (" (grey: none known yet)" if not by_role and nodes[color].isna().any() else ""))
+            figure = charts.network(nodes, segs, arrows, color=color, color_title=title, diverging=has_opinion, role=by_role)
+            export.chart(figure, f"{run['run_id']}-network-t{tick}", key="network")
     with right:
         st.subheader("Network metrics")
         st.caption("of the whole graph, not only the nodes drawn")
@@ -95,8 +102,16 @@ def render(table: pd.DataFrame) -> None:
                            + ("(the same graph)" if same else "(differs: see the note above)"))
         st.caption("hub inequality = Gini of in-degrees; clustering of the undirected graph "
                    f"(estimated from samples above {net.EXACT_CLUSTERING_MAX} nodes)")
-    export.chart(charts.degree_distribution(degrees.groupby("degree").size().reset_index(name="agents")),
-                 f"{run['run_id']}-degrees-t{tick}", key="network-degrees")
+
+
+#: what the page draws beside the metrics: the graph (first) or its degree distribution, one at a time (each chart
+#: is drawn by the browser on the first view), in the URL as `?view=degree`
+GRAPH, DEGREES, VIEW = "Graph", "Degree distribution", "network_view"
+
+
+def _view() -> str:
+    """The graph or its degree distribution (`one_of`; the graph first)."""
+    return one_of("Show", [GRAPH, DEGREES], VIEW, url="view", label_visibility="collapsed") or GRAPH
 
 
 page(render)

@@ -82,7 +82,7 @@ def render(table: pd.DataFrame) -> None:
     if getattr(scenario_class(run["scenario"]), "maps", None):  # (a grid game: its board can be drawn)
         _grid(run, cursor, last, unit)
     with st.container(border=True):
-        tick_view.show(run, cursor)
+        tick_view.show(run, cursor, prompts_on_demand=True)  # (the prompts on demand: see `tick_view.show`)
     if playing and cursor < last:  # play: the next tick in a moment (the whole page follows the cursor)
         time.sleep(PLAY_SECONDS)
         _move(1, last)

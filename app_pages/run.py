@@ -15,7 +15,8 @@ import streamlit as st
 from analysis.frames import run_frames
 from app_pages import charts, export, tick_view
 from app_pages.common import (as_int, choose_run, clear_caches, counted, db_url, lineage_note, metric_docs, noun,
-                              page, q, sandbox_note, scenario_class, set_url, tick_picker, unit_of, url_tabs, url_value)
+                              one_of, page, q, sandbox_note, scenario_class, set_url, tick_picker, unit_of, url_tabs,
+                              url_value)
 from sim.store.store import Store
 
 SOCIAL = ["perolat_efficiency", "perolat_equality", "perolat_sustainability", "perolat_peace"]
@@ -111,6 +112,13 @@ def _opened(run: dict) -> None:
             st.rerun()
 
 
+#: the Metrics tab's sections: the scenario's own metrics (first: the resource and its reference lines) or Perolat's
+#: four; one is drawn at a time (a browser draws each chart on the first view: ten at once took it past 3 s)
+SOCIAL_SECTION, SECTION = "Social metrics (Perolat et al. 2017)", "run_metrics_section"
+#: the scenario's metrics charted on first view (the multiselect adds any other)
+SHOWN = 4
+
+
 def _metrics(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
     if ticks.empty:
         st.info("No tick committed yet.")
@@ -121,16 +129,21 @@ def _metrics(run: dict, detail: dict, ticks: pd.DataFrame) -> None:
     metric_cols = [c for c in ticks.columns if c not in ("tick", "tick_seconds") and not c.startswith("state.") and c not in clock]
     social = [c for c in SOCIAL if c in metric_cols]
     own = [c for c in metric_cols if c not in social and not c.startswith("norm_")]
-    if social:
-        st.subheader("Social metrics (Perolat et al. 2017), so far")
-        _grid(run, ticks, social, units, lines, "social")
+    sections = ([f"{run['scenario']} metrics"] if metric_cols else []) + ([SOCIAL_SECTION] if social else [])
+    if not own:  # (nothing of the scenario's own to draw first: Perolat's four)
+        sections.reverse()
+    section = one_of("Charts", sections, SECTION, url="charts", label_visibility="collapsed")
     if clock:
         st.caption(f"{', '.join(sorted(clock))}: the scenario's clock, not plotted (they are in the CSV download).")
-    chosen = st.multiselect("Scenario metrics", metric_cols, default=own[:6],
-                            help="; ".join(f"{k}: {v}" for k, v in docs.items() if k in own))
-    if chosen:
-        st.subheader(f"{run['scenario']} metrics")
-        _grid(run, ticks, chosen, units, lines, "metric")
+    if section == SOCIAL_SECTION:
+        st.subheader("Social metrics (Perolat et al. 2017), so far")
+        _grid(run, ticks, social, units, lines, "social")
+    elif section is not None:
+        chosen = st.multiselect("Scenario metrics", metric_cols, default=own[:SHOWN],
+                                help="; ".join(f"{k}: {v}" for k, v in docs.items() if k in own))
+        if chosen:
+            st.subheader(f"{run['scenario']} metrics")
+            _grid(run, ticks, chosen, units, lines, "metric")
     with st.expander("What the metrics mean"):
         st.dataframe(pd.DataFrame([{"metric": k, "unit": unit_of(units, k), "meaning": v} for k, v in docs.items()
                                    if k in metric_cols]), hide_index=True, width="stretch")

@@ -17,6 +17,8 @@ from app_pages.said import action_words, addressee, structured_line, who
 
 #: what one tick shows at most of each part
 SAID, CALLS = 200, 60
+#: the toggle (one a run) that shows a tick's prompts where they come on demand
+PROMPTS = "tick-prompts"
 
 
 def selected_tick(state: Any, name: str) -> Optional[dict[str, Any]]:
@@ -95,8 +97,9 @@ def _prompts(run: dict[str, Any], tick: int) -> None:
                        f"attempts {call['attempts']}")
 
 
-def show(run: dict[str, Any], tick: int, *, title: Optional[str] = None) -> None:
-    """The tick opened: a heading and its metrics, then what was said and the decisions beside the prompts."""
+def show(run: dict[str, Any], tick: int, *, title: Optional[str] = None, prompts_on_demand: bool = False) -> None:
+    """The tick opened: a heading and its metrics, then what was said and the decisions beside the prompts (with
+    `prompts_on_demand`, behind a toggle: a page that always opens a tick, Replay, draws them only when asked)."""
     unit = noun(run["scenario"])
     st.subheader(title or f"{unit.capitalize()} {tick} of run {run['run_id']}")
     record = eq("tick_record", run, run["run_id"], int(tick))
@@ -112,4 +115,5 @@ def show(run: dict[str, Any], tick: int, *, title: Optional[str] = None) -> None
         _decisions(run, tick)
     with right:
         st.markdown("**Prompts and answers**")
-        _prompts(run, tick)
+        if not prompts_on_demand or st.toggle("Show the LLM's prompts and answers", key=f"{PROMPTS}-{run['run_id']}"):
+            _prompts(run, tick)

@@ -15,6 +15,7 @@ answer (`start_s`, the warming included) and the load average. Writes benchmarks
     python benchmarks/app_pages.py                          # builds (or reuses) shots/rich/runs.db
     python benchmarks/app_pages.py --db sqlite:///runs.db   # another store
     python benchmarks/app_pages.py --root /tmp/base         # another checkout's app (a before/after on one store)
+    python benchmarks/app_pages.py --pages run,compare      # only these pages
     python benchmarks/app_pages.py --cold                   # a plain `streamlit run app.py`: nothing imported before
                                                             # the first visit (what the launcher saves)
 """
@@ -92,13 +93,15 @@ def pages(url: str, root: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-def measure(url: str, root: Path, log_dir: Path, warm: bool = True) -> dict[str, Any]:
-    """Each page's server start, its first and second render, and its first render on a new server for a browser that
-    has the app's files cached: wall seconds, the server's and the browser's CPU seconds."""
+def measure(url: str, root: Path, log_dir: Path, warm: bool = True, only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Each page's (or each of `only`'s) server start, its first and second render, and its first render on a new
+    server for a browser that has the app's files cached: wall seconds, the server's and the browser's CPU seconds."""
     results: dict[str, Any] = {}
     with browser.chrome() as driver:
         chrome = descendants(driver.service.process.pid)
         for slug, path, heading in pages(url, root):
+            if only and slug not in only:
+                continue
             port, row = browser._free_port(), {}
             for visits in (("first", "second"), ("first_returning",)):
                 box: dict[str, Any] = {"start": time.perf_counter()}
@@ -112,7 +115,8 @@ def measure(url: str, root: Path, log_dir: Path, warm: bool = True) -> dict[str,
                         chrome = descendants(driver.service.process.pid)
                         before = (time.perf_counter(), cpu_seconds([server]), cpu_seconds(chrome))
                         charts = slug not in ("runs", "launch", "policies", "conversations", "events")
-                        browser.open_page(driver, f"{base}/{path}", heading, charts=charts, charts_required=False, settle=0.0)
+                        browser.open_page(driver, f"{base}/{path}", heading, charts=charts, charts_required=False, settle=0.0,
+                                          text=False)
                         chrome = descendants(driver.service.process.pid)
                         row[label] = {"wall_s": round(time.perf_counter() - before[0], 2),
                                       "server_cpu_s": round(cpu_seconds([server]) - before[1], 2),
@@ -128,6 +132,7 @@ def main() -> None:
     ap.add_argument("--root", default=str(ROOT), help="the checkout whose app.py is served")
     ap.add_argument("--cold", action="store_true", help="start a plain `streamlit run app.py` (nothing imported "
                     "before the first visit) instead of the app's launcher")
+    ap.add_argument("--pages", default="", help="only these pages (comma-separated slugs: run,network)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "app_pages-cpu.json"))
     args = ap.parse_args()
     url = args.db
@@ -140,7 +145,7 @@ def main() -> None:
     log_dir = Path(args.out).parent / "app_pages-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
-    results = measure(url, Path(args.root), log_dir, warm=not args.cold)
+    results = measure(url, Path(args.root), log_dir, warm=not args.cold, only=tuple(p for p in args.pages.split(",") if p))
     out = {"benchmark": "app_pages", "date": datetime.now(timezone.utc).date().isoformat(),
            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "processor": platform.processor()},
            "root": str(args.root), "store": url,

@@ -97,9 +97,11 @@ def chrome(width: int = 1400, height: int = 1800) -> Iterator[Any]:
 
 
 def open_page(driver: Any, url: str, heading: str, *, charts: bool = True, timeout: float = 90.0,
-              charts_required: bool = True, settle: float = 0.8) -> str:
+              charts_required: bool = True, settle: float = 0.8, text: bool = True) -> str:
     """Load `url`, wait for an h1 containing `heading`, for the app to stop running and (if `charts`) for a chart to
-    be drawn (a page that may have none: `charts_required=False` waits a little, then goes on); returns its text."""
+    be drawn (a page that may have none: `charts_required=False` waits a little, then goes on); returns its text
+    (`text=False`: "", for a timing: Selenium reads the text of the whole page in the browser, a tenth of a second
+    and more of its CPU on a page with tables)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -118,7 +120,7 @@ def open_page(driver: Any, url: str, heading: str, *, charts: bool = True, timeo
             if charts_required:
                 raise
     time.sleep(settle)  # let the charts finish drawing
-    return driver.find_element(By.TAG_NAME, "body").text
+    return driver.find_element(By.TAG_NAME, "body").text if text else ""
 
 
 def idle(driver: Any, timeout: float = 90.0) -> None:

@@ -173,8 +173,11 @@ CHOICES: dict[str, Callable[[Any], str]] = {"all": _compare_all, "two": _compare
 #: ("compare:" + a CHOICES name), URL extras
 PAGES: list[tuple[str, str, str, str, str]] = [
     ("runs", "Runs", "every stored run, the config fields that differ as columns, search", "", ""),
-    ("run", "Run", "a fishery with talk and sanctions: metrics over months with units and the collapse/sustainable "
-     "lines; every point can be clicked to open its month", "commons", ""),
+    ("run", "Run", "a fishery with talk and sanctions: its own metrics over months first (stock, stock at the "
+     "month's start, catch total and mean) with units and the collapse/sustainable lines; every point can be clicked "
+     "to open its month", "commons", ""),
+    ("run", "Run", "the Metrics tab's other section: Perolat's four social metrics over months", "commons",
+     "charts=social"),
     ("run", "Run", "GovSim's viewer: a month of a fishery whose LLM fishers talk, opened from a chart (here by its URL, "
      "`?open=2`): what was said, each decision, the harvest prompts and answers", "llm", "open=2&tab=Metrics"),
     ("run", "Run", "the run's state trajectories (resource, norm, strategies), each with its unit; a strategy the fishers "
@@ -189,14 +192,17 @@ PAGES: list[tuple[str, str, str, str, str]] = [
      "tab=One+agent&agent=1"),
     ("agents", "Agents", "a donor game of three generations: every agent in id order (2 before 10), all 16 rows shown, "
      "units of its donations", "donor", ""),
-    ("network", "Network", "the follow graph at the cursor tick: seeded graph + follows, edges with arrows; the degree "
-     "distribution on a linear axis", "social", ""),
+    ("network", "Network", "the follow graph at the cursor tick: seeded graph + follows, edges with arrows, the "
+     "network metrics of the whole graph beside it", "social", ""),
+    ("network", "Network", "the same graph's degree distribution on a linear axis, in the graph's place", "social",
+     "view=degree"),
     ("network", "Network", "a market's interaction graph: customers and businesses apart", "market", ""),
     ("norms", "Norms", "norm events per month in fixed colours, the limit in force against the catch", "commons", ""),
     ("conversations", "Conversations", "what agents said, threaded", "social", ""),
     ("events", "Event", "every event and decision, filterable, with the replay cursor", "commons", ""),
     ("replay", "Replay", "AgentSociety's replay: the timeline of what happened each month (click to move the cursor, "
-     "step or play) and the cursor's month opened", "llm", "tick=2"),
+     "step or play) and the cursor's month opened (what was said, each decision; the prompts one toggle away)", "llm",
+     "tick=2"),
     ("replay", "Replay", "a Cleanup game's board at a step with beams (agents facing their way, apples, the river and "
      "its waste, cleaning and tagging beams) with a step slider drawn in the browser, and the steps animated", "cleanup",
      "tick=beams"),
@@ -205,10 +211,12 @@ PAGES: list[tuple[str, str, str, str, str]] = [
     ("policies", "Policies", "a synthesis run's programs, each episode's reward and Perolat's four over iterations, with "
      "titles and named axes", "synthesis", ""),
     ("compare", "Compare", "every fishery run grouped by policy, backend, lineage and config (15 groups): each run, "
-     "the group's mean and its 95% interval, with units", "compare:all", ""),
+     "the group's mean and its 95% interval, with units, one chosen metric drawn, the table of every one under it",
+     "compare:all", ""),
     ("compare", "Compare", "two groups (random fishers on lakes regrowing x1.3 and x1.6) across seeds: a row each, never "
-     "collapsed into one; each run a dot, the mean a diamond, its 95% interval a bar; gain in tons, survival in months",
-     "compare:two", ""),
+     "collapsed into one; each run a dot, the mean a diamond, its 95% interval a bar; gain in tons", "compare:two", ""),
+    ("compare", "Compare", "the same two groups' survival in months (the Chart control's second metric)", "compare:two",
+     "chart=survival_time"),
     ("compare", "Compare", "survival of random fishers on lakes of three regrowth rates: Kaplan-Meier with its Greenwood "
      "band, the log-rank test between the groups (and each pair, Holm-adjusted), the share collapsed by each month with "
      "Wilson intervals", "compare:sweep", "tab=Survival"),
@@ -222,8 +230,8 @@ PAGES: list[tuple[str, str, str, str, str]] = [
 
 
 def _name(i: int, slug: str, pick: str, extra: str) -> str:
-    tab = next((p.split("=")[1] for p in extra.split("&") if p.startswith("tab=")), "")
-    parts = [slug, pick.replace("compare:", ""), tab.replace("+", "-").lower()]
+    views = [p.split("=")[1] for p in extra.split("&") if p.split("=")[0] in ("tab", "charts", "view", "chart")]
+    parts = [slug, pick.replace("compare:", ""), *(v.replace("+", "-").replace("_", "-").lower() for v in views)]
     return f"{i:02d}-{'-'.join(p for p in parts if p)}.png"
 
 

@@ -36,6 +36,9 @@ RICH = ("fishers=6", "talk=true", "sanctions=true", "social_learning=true",
         "population=[{count: 2, strategy: greedy}, {count: 4, strategy: sustainable}]")
 CLEANUP = ("map=small", "agents=4", "episode_steps=40",
            "population=[{count: 2, strategy: cooperative}, {count: 2, strategy: exploitative}]")
+#: the controls that choose what a page draws (a page module is not imported here: importing it renders it)
+RUN_SECTION, SOCIAL = "run_metrics_section", "Social metrics (Perolat et al. 2017)"
+NETWORK_VIEW, DEGREES = "network_view", "Degree distribution"
 HASH_CHAT = {"provider": "langchain", "cls": "tests.fakechat:HashChat", "max_retries": 0}
 
 
@@ -135,16 +138,20 @@ def test_state_trajectories_read_their_dotted_columns(store, monkeypatch):
 
 
 def test_every_chart_of_every_page_names_fields_its_data_has(store, monkeypatch):
-    """On every page and tab of each kind of run, no chart has an encoding naming a field its data lacks, nor a view
-    without rows: nothing is drawn blank."""
+    """On every page, tab and view (the Run page's Perolat section, the Network page's degree distribution) of each
+    kind of run, no chart has an encoding naming a field its data lacks, nor a view without rows: nothing is drawn
+    blank."""
     at = _app(store["url"], monkeypatch)
-    tabs = {"run": ("run_tab", ["Metrics", "Trajectories", "Agents"]), "agents": ("agents_tab", ["All agents", "One agent"])}
+    views = {"run": [("run_tab", "Metrics"), (RUN_SECTION, SOCIAL), ("run_tab", "Trajectories"),
+                     ("run_tab", "Agents")],
+             "agents": [("agents_tab", "All agents"), ("agents_tab", "One agent")],
+             "network": [(None, None), (NETWORK_VIEW, DEGREES)]}
     for key in ("rich", "llm", "donor", "cleanup", "social"):
         for page in ("run", "agents", "network", "norms", "replay", "events"):
             _open(at, page, run=store["ids"][key])
-            for name in tabs.get(page, (None, [None]))[1]:
-                if name is not None:
-                    _tab(at, tabs[page][0], name)
+            for state, name in views.get(page, [(None, None)]):
+                if state is not None:
+                    _tab(at, state, name)
                 assert not _problems(at), (key, page, name, _problems(at))
 
 
@@ -416,7 +423,8 @@ def test_every_page_has_its_own_address_the_runs_page_too(store, monkeypatch):
 def test_degree_distribution_is_on_a_linear_axis(store, monkeypatch):
     """A small graph's degree distribution: degrees on a quantitative axis (gaps between degrees keep their width),
     not an ordinal one; the bars' data are the graph's degrees."""
-    at = _open(_app(store["url"], monkeypatch), "network", run=store["ids"]["social"])
+    at = _tab(_open(_app(store["url"], monkeypatch), "network", run=store["ids"]["social"]), NETWORK_VIEW,
+              DEGREES)
     spec, data = _chart(at, "Degree distribution")
     assert spec["encoding"]["x"]["type"] == "quantitative" and not apptest.chart_problems(spec, data)
     bars = _frame(data, "degree", "agents")
@@ -651,7 +659,7 @@ def test_a_count_or_whole_valued_series_has_whole_ticks(store, monkeypatch):
     counts = _frame(data, "state.strategies.greedy")["state.strategies.greedy"].dropna()
     assert len(counts) and (counts == counts.round()).all()
     assert _axis(_layers(spec)[1], "y").get("tickMinStep") == 1
-    at = _tab(at, "run_tab", "Metrics")
+    at = _tab(_tab(at, "run_tab", "Metrics"), RUN_SECTION, SOCIAL)
     spec, data = _chart(at, "perolat_equality")
     assert "tickMinStep" not in _axis(_layers(spec)[1], "y")
     runs = ",".join(store["ids"]["random"][1.3] + store["ids"]["random"][1.6])
@@ -675,6 +683,7 @@ def test_tables_and_headings_say_the_scenarios_unit_of_time(store, monkeypatch):
     memory = [h for h in _headers(at) if "text" in h and "kind" in h]
     assert memory and all(h[0] == "month" for h in memory), _headers(at)
     at = _open(at, "replay", run=store["ids"]["rich"], tick="2")
+    at = _tab(at, f"tick-prompts-{store['ids']['rich']}", True)  # (Replay shows a tick's prompts on demand)
     captions = " ".join(c.value for c in at.caption)
     assert "No LLM call at this month" in captions and "this tick" not in captions
 
