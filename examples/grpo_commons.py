@@ -30,7 +30,7 @@ if (HERE.parent / "societas" / "api.py").is_file():  # run from a checkout: use 
 
 from agents.llm.local.device import pick_threads  # noqa: E402
 from agents.llm.local.ids import resolve_model  # noqa: E402
-from societas.adapters.trl import dataset, environment_factory, tool_chat_template  # noqa: E402
+from societas.adapters.trl import dataset, environment_factory, plain_answers_as_calls, tool_chat_template  # noqa: E402
 
 #: the fishery the fisher trains in: itself (agent 1), then four co-players fishing the sustainable share
 WORLD = {"fishers": 5, "population": [{"count": 1, "policy": "llm"},
@@ -51,6 +51,7 @@ def load(rank: int):
     directory, gguf, _ = resolve_model(None)
     tok = AutoTokenizer.from_pretrained(directory, gguf_file=gguf)
     tok.chat_template = tool_chat_template()
+    plain_answers_as_calls(tok)  # "12" for act(answer="12"): a 135M model often writes the answer, not the call
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token

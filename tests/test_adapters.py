@@ -202,7 +202,7 @@ def test_openenv_environment_reset_step_state_in_process(db_url):
 @pytest.mark.slow
 def test_grpo_example_trains_through_trl_at_small_size(tmp_path):
     """--small: TRL's GRPOTrainer runs its steps on the CPU with the fishery's reward, logs the environment's reward
-    column, saves the adapters and stores every rollout as a finished run."""
+    column, saves the adapters and stores every rollout as an ended run (finished, or collapsed by its catch)."""
     out = tmp_path / "grpo"
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "grpo_commons.py"), "--small", "--out", str(out)],
                           capture_output=True, text=True, timeout=1500, cwd=tmp_path)
@@ -214,7 +214,49 @@ def test_grpo_example_trains_through_trl_at_small_size(tmp_path):
     path = out / "grpo.db"
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
         runs = list(con.execute("select status from runs"))
-    assert len(runs) == 1 + 2 * 2 and {r[0] for r in runs} == {"finished"}  # the dataset's probe and 2 x 2 rollouts
+    # the dataset's probe and 2 x 2 rollouts, each ended: at the horizon, or by a catch that emptied the lake
+    assert len(runs) == 1 + 2 * 2 and {r[0] for r in runs} <= {"finished", "collapsed"}
+    # every rollout played its month through the tool (the model's plain answers read as `act` calls), and the world
+    # paid some of them: GRPO has rewards to compare
+    assert all(e["tools/call_frequency"] == 1 for e in steps)
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        answers = [a for (a,) in con.execute("select answer from llm_calls order by id")][1:]  # (the probe's first)
+    assert len(answers) == 4 and all(a.strip() for a in answers)
+    assert max(e["rewards/SocietasToolEnv/mean"] for e in steps) > 0
+
+
+class _Tokenizer:
+    """A tokenizer's parse_response as TRL calls it (ids in, a message out), for the parser's unit test."""
+
+    eos_token = "<|im_end|>"
+
+    def __init__(self, parsed):
+        self.parsed = parsed
+
+    def parse_response(self, ids, prefix=None, tools=None):
+        if isinstance(self.parsed, Exception):
+            raise self.parsed
+        return dict(self.parsed)
+
+    def decode(self, ids, skip_special_tokens=False):
+        return " 7 tons "
+
+
+def test_plain_answers_are_read_as_calls_of_the_tool():
+    """A completion without a tool call is a call of `act` with its text; a real call, an empty text and a malformed
+    call (read as its decoded text) are handled as TRL would, the call's text then parsed by the platform."""
+    from societas.adapters.trl import plain_answers_as_calls
+
+    tok = plain_answers_as_calls(_Tokenizer({"role": "assistant", "content": " 12<|im_end|>"}))
+    got = tok.parse_response([1, 2], prefix=[0], tools=[])
+    assert got["tool_calls"] == [{"type": "function", "function": {"name": "act", "arguments": {"answer": "12"}}}]
+    assert got["content"] == ""
+    real = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "act",
+                                                                                              "arguments": {"answer": "3"}}}]}
+    assert plain_answers_as_calls(_Tokenizer(real)).parse_response([1]) == real
+    assert "tool_calls" not in plain_answers_as_calls(_Tokenizer({"role": "assistant", "content": "  "})).parse_response([1])
+    broken = plain_answers_as_calls(_Tokenizer(ValueError("bad call"))).parse_response([1])
+    assert broken["tool_calls"][0]["function"]["arguments"] == {"answer": "7 tons"}
 
 
 def test_bad_flags_of_the_grpo_example_exit_2_in_one_line(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 Kind = Literal["observation", "message", "note"]
@@ -26,8 +27,10 @@ class MemoryItem:
     source: int | None = None
 
 
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if len(w) > 2}
+@lru_cache(maxsize=4096)
+def _words(text: str) -> frozenset[str]:
+    """The words of `text` that retrieval matches on (kept per text: a remembered item is scored at every retrieval)."""
+    return frozenset(w for w in _WORD.findall(text.lower()) if len(w) > 2)
 
 
 class Memory:

@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from sim.core.spaces import Choice, Number, Text
+
 _ATOMS = (type(None), bool, int, float, complex, str, bytes)
+_ATOM_TYPES = frozenset(_ATOMS)
+#: frozen, and holding only numbers and strings (a Choice's options are made a tuple of str): such an object is its
+#: own copy (a Form may hold a dict of fields, and is copied)
+_IMMUTABLE = frozenset({Number, Text, Choice})
 
 
 class View(ABC):
@@ -36,9 +42,18 @@ class View(ABC):
 def plain_copy(value: Any) -> Any:
     """A deep copy of `value` as plain data: containers rebuilt, arrays copied, a `View` as its `as_data()`.
 
-    Anything else (a frozen action space, an enum, an object of a user's scenario) is deep-copied, so a
-    write to the copy never reaches what it was copied from.
+    An action space that cannot change (a Number, Text or Choice: frozen, of numbers and strings) is handed out
+    as it is; anything else (a Form, an enum, an object of a user's scenario) is deep-copied, so a write to the
+    copy never reaches what it was copied from.
     """
+    kind = type(value)  # (the common types first, by exact type: an env copies every observation at every step)
+    if kind in _ATOM_TYPES or kind in _IMMUTABLE:
+        return value
+    if kind is dict:
+        return {k if type(k) in _ATOM_TYPES else plain_copy(k): v if type(v) in _ATOM_TYPES else plain_copy(v)
+                for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOM_TYPES else plain_copy(v) for v in value]
     if isinstance(value, _ATOMS):
         return value
     if isinstance(value, View):

@@ -511,20 +511,33 @@ class SocietyModel(mesa.Model):
                 break
         return taken
 
-    def _decide_around(self, phase: str, some: RequestBatch) -> list[Decision]:
+    def _decide_around(self, phase: str, some: RequestBatch) -> Sequence[Decision]:
         """A phase whose `some` agents are one batch and the others asked one by one: the decisions in the agents'
-        order, as the one-by-one path gives them."""
-        columns = self.broker.decide_columns(some) if len(some) else []
+        order, as the one-by-one path gives them, in columns (the one-by-one ones kept whole, as `special`), so that
+        the batch's decisions are never made one object each."""
+        columns = self.broker.decide_columns(some) if len(some) else None
         inside = dict(zip(some.agent_ids, range(len(some))))
         requests = [r for a in self.agents if a.unique_id not in inside and (r := self.observe(a, phase)) is not None]
         by_agent = self.broker.decide(requests) if requests else {}
-        out = []
+        if columns is None:
+            return [d for a in self.agents if (d := by_agent.get(a.unique_id)) is not None]
+        batch_values, batch_special = columns.values, columns.special
+        ids: list[int] = []
+        values: list[Any] = []
+        special: dict[int, Decision] = {}
         for a in self.agents:
-            i = inside.get(a.unique_id)
-            d = columns[i] if i is not None else by_agent.get(a.unique_id)
-            if d is not None:
-                out.append(d)
-        return out
+            aid = a.unique_id
+            i = inside.get(aid)
+            if i is not None:
+                if i in batch_special:
+                    special[len(ids)] = batch_special[i]
+                ids.append(aid)
+                values.append(batch_values[i])
+            elif (d := by_agent.get(aid)) is not None:
+                special[len(ids)] = d
+                ids.append(aid)
+                values.append(d.value)
+        return DecisionColumns(phase, columns.backend, ids, values, special)
 
     def _measure(self, payoffs: Mapping[int, float], rewards: Mapping[int, float]) -> dict[str, float]:
         """The tick's metrics: the scenario's own, Perolat's four so far, and the norm events' counts (flushed to

@@ -99,6 +99,32 @@ def dataset(scenario: str, seeds: Iterable[int], *, db: Optional[str | Store] = 
     return Dataset.from_list(rows)
 
 
+def plain_answers_as_calls(tokenizer: Any, tool: str = "act", argument: str = "answer") -> Any:
+    """`tokenizer`, its `parse_response` (what TRL reads tool calls with) reading a completion that calls no tool as a
+    call of `tool` with the completion's text as `argument`: a small model asked to call the tool often writes the
+    answer itself ("12"), which TRL would take for the end of the rollout (no call: nothing played, reward 0). The
+    text is parsed as the platform parses any LLM's answer, so an unusable one is still the decision's default.
+    TRL then renders the call with the chat template: the completion the model is trained on is the call, so it
+    learns the tool's format from the answers it gave."""
+    parse = tokenizer.parse_response
+
+    def parse_response(ids: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            parsed = parse(ids, *args, **kwargs)
+        except (ValueError, TypeError):  # a malformed call: read as plain text, as TRL would
+            parsed = {"role": "assistant", "content": tokenizer.decode(ids, skip_special_tokens=True)}
+        if not isinstance(parsed, dict) or parsed.get("tool_calls"):
+            return parsed
+        text = (parsed.get("content") or "").removesuffix(tokenizer.eos_token or "").strip()
+        if not text:
+            return parsed
+        call = {"type": "function", "function": {"name": tool, "arguments": {argument: text}}}
+        return {**parsed, "content": "", "tool_calls": [call]}
+
+    tokenizer.parse_response = parse_response
+    return tokenizer
+
+
 def tool_chat_template() -> str:
     """TRL's Qwen2.5 chat template: ChatML (the embedded SmolLM2's tokens) that renders tools and tool calls, and
     whose tool calls TRL parses."""
@@ -107,4 +133,5 @@ def tool_chat_template() -> str:
     return qwen2_5_chat_template
 
 
-__all__ = ["SocietasToolEnv", "environment_factory", "dataset", "tool_chat_template", "INSTRUCTION"]
+__all__ = ["SocietasToolEnv", "environment_factory", "dataset", "tool_chat_template", "plain_answers_as_calls",
+           "INSTRUCTION"]

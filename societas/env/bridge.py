@@ -36,8 +36,8 @@ class OutsideLLM:
         self.model_id = model_id
         self.sampling = dict(ENV_SAMPLING)
         self.run_id: str | None = None  # the episode's run, once it is stored
-        self.to_env: queue.Queue[Message] = queue.Queue()
-        self.to_model: queue.Queue[Any] = queue.Queue()
+        self.to_env: queue.SimpleQueue[Message] = queue.SimpleQueue()  # (C queues: a handoff costs no Python-level locking)
+        self.to_model: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.ticks: list[Any] = []  # the tick records committed since the environment last took them
 
     def tick(self, record: Any) -> None:

@@ -55,6 +55,7 @@ from scenarios.registry import get_scenario
 from sim.contracts.backend import Backend
 from sim.core.errors import UsageError
 from sim.core.observations import plain_copy
+from sim.core.records import StepColumns
 from sim.core.spec import RunSpec
 from sim.store.schema import as_url
 from sim.store.store import Store
@@ -253,12 +254,11 @@ class SocietyEnv(ParallelEnv):
         for record in bridge.take_ticks():  # the ticks committed before it
             self.tick, self.last_metrics = record.tick, dict(record.metrics)
             self.run_id = bridge.run_id
-            for st in record.steps:
-                if st.agent_id in focal:
-                    rewards[st.agent_id] = rewards.get(st.agent_id, 0.0) + float(st.reward)
-                    vec = vectors.setdefault(st.agent_id, {})
-                    for k, v in (st.components or {}).items():
-                        vec[k] = vec.get(k, 0.0) + float(v)
+            for st in _steps_of(record.steps, focal):
+                rewards[st.agent_id] = rewards.get(st.agent_id, 0.0) + float(st.reward)
+                vec = vectors.setdefault(st.agent_id, {})
+                for k, v in (st.components or {}).items():
+                    vec[k] = vec.get(k, 0.0) + float(v)
         kind = msg[0]
         if kind == "decide":
             _, requests, messages = msg
@@ -370,6 +370,13 @@ def _play(spec: RunSpec, store: Store, backends: dict[str, Any], bridge: Outside
             bridge.to_env.put(("error", exc))
     except BaseException as exc:  # noqa: BLE001 - handed to the env's thread, raised there
         bridge.to_env.put(("error", exc))
+
+
+def _steps_of(steps: Sequence[Any], agents: set[int]) -> list[Any]:
+    """The AgentStepRecords of `agents` in a tick's steps (of columns, only theirs are made)."""
+    if isinstance(steps, StepColumns):
+        return [steps[i] for i, aid in enumerate(steps.agent_ids) if aid in agents]
+    return [st for st in steps if st.agent_id in agents]
 
 
 def _checked_seed(seed: Any) -> int:
