@@ -184,6 +184,17 @@ def test_only_each_buckets_first_prompt_is_rendered_and_it_is_the_prompt_it_alwa
     assert rendered == sent < all_rendered / 5
 
 
+def test_social_members_share_a_bucket_by_the_stance_their_prompt_words():
+    """Opinions 0.41 and 0.59 (both "neutral" in the prompt) share a choose bucket; 0.39 ("against") does not."""
+    from scenarios.social.archetypes import archetype
+
+    def key(opinion: float):
+        return archetype(DecisionRequest(agent_id=1, tick=1, phase="choose", space=CHOICE, default="a", persona="p",
+                                         observation={"opinion": opinion, "feed_forum": "general"}))
+
+    assert key(0.41) == key(0.59) != key(0.39)
+
+
 def test_divergence_is_zero_for_equal_series_and_relative_otherwise():
     """Equal series diverge by 0; 10 vs 5 by 0.5; 0 vs 3 by 1; clock metrics and archetype counts are left out."""
     a = {1: {"x": 10.0, "y": 0.0, "tick": 1, "archetype_calls": 3}, 2: {"x": 10.0, "y": 0.0, "tick": 2}}
