@@ -149,6 +149,52 @@ def test_an_archetype_run_reports_its_calls_and_replays_from_its_cache(tmp_path,
     assert report["matched"] and report["ticks"] == 3
 
 
+def _flat(r: DecisionRequest):
+    """A Text answer, or a flat distribution over the request's answers (a stand-in model: no weights)."""
+    got = candidates(r.space)
+    return f"a view {r.agent_id % 3}" if got is None else {"values": [v for _, v in got], "p": [1 / len(got)] * len(got)}
+
+
+def _social_prompts(tmp_path, name: str, defer: bool, monkeypatch) -> tuple[list[tuple], int, int]:
+    """A 300-member social run with archetypes over stand-in models: (its stored calls' prompts, the feeds rendered,
+    the requests the models were sent); `defer`: whether the backend takes requests without their text."""
+    from scenarios.social import prompts
+
+    rendered = []
+    real = prompts.feed_context
+    monkeypatch.setattr(prompts, "feed_context", lambda *a: rendered.append(1) or real(*a))
+    store = Store(f"sqlite:///{tmp_path / name}")
+    spec = build_spec("social", sets=["agents=300", "ticks=3", "activity=0.5"], policy="llm", llm={"archetypes": True})
+    sayer, scorer = Counting(_flat), Counting(_flat)
+    backend = ArchetypeBackend(CachedBackend(LLMBackend("fake", {}, llm=sayer), store),
+                               CachedBackend(LLMBackend("fake", scored_sampling({}), llm=scorer), store), spec.scenario_class.archetype)
+    backend.defers_prompts = defer
+    run = execute(spec, store, backends={"scripted": ScriptedBackend(spec.scenario_class.strategies), "llm": backend}).run_id
+    calls = sorted((c.tick, c.phase, c.agent_id, c.prompt) for c in store.llm_calls(run))
+    sent = sum(len(b) for b in sayer.batches + scorer.batches if b and b[0].phase != "stance")
+    return calls, len(rendered), sent
+
+
+def test_only_each_buckets_first_prompt_is_rendered_and_it_is_the_prompt_it_always_was(tmp_path, monkeypatch):
+    """With archetypes a member's feed is rendered only for its bucket's first request, and the prompts sent are
+    those of a run that renders every member's."""
+    every, all_rendered, _ = _social_prompts(tmp_path, "all.db", False, monkeypatch)
+    firsts, rendered, sent = _social_prompts(tmp_path, "firsts.db", True, monkeypatch)
+    assert firsts == every and all(prompt for *_, prompt in firsts)
+    assert rendered == sent < all_rendered / 5
+
+
+def test_social_members_share_a_bucket_by_the_stance_their_prompt_words():
+    """Opinions 0.41 and 0.59 (both "neutral" in the prompt) share a choose bucket; 0.39 ("against") does not."""
+    from scenarios.social.archetypes import archetype
+
+    def key(opinion: float):
+        return archetype(DecisionRequest(agent_id=1, tick=1, phase="choose", space=CHOICE, default="a", persona="p",
+                                         observation={"opinion": opinion, "feed_forum": "general"}))
+
+    assert key(0.41) == key(0.59) != key(0.39)
+
+
 def test_divergence_is_zero_for_equal_series_and_relative_otherwise():
     """Equal series diverge by 0; 10 vs 5 by 0.5; 0 vs 3 by 1; clock metrics and archetype counts are left out."""
     a = {1: {"x": 10.0, "y": 0.0, "tick": 1, "archetype_calls": 3}, 2: {"x": 10.0, "y": 0.0, "tick": 2}}

@@ -149,7 +149,12 @@ class ArchetypeBackend(Backend):
 
     `shared` answers a bucket's one request (the run's LLM backend, behind the cache); `scored`, when the model can
     score answers, gives a Choice or Number bucket's distribution (its LLM a `ScoredLLM`, behind the cache).
+    Only those requests' prompts are read: a scenario may hand the others over without their text
+    (`defers_prompts`, `SocietyModel.deferred`), and each bucket's first is `rendered` before it is sent.
     """
+
+    #: a request may come without its prompt text (`DecisionRequest.render`): only a bucket's first is rendered
+    defers_prompts = True
 
     def __init__(self, shared: Backend, scored: Optional[Backend], key: ArchetypeKey) -> None:
         self.shared, self.scored, self.key = shared, scored, key
@@ -179,15 +184,16 @@ class ArchetypeBackend(Backend):
         for i, request in enumerate(requests):
             buckets.setdefault(self.bucket(request), []).append(i)
         members = list(buckets.values())
-        scored = [m for m in members if self._scorable(requests[m[0]])]
-        shared = [m for m in members if not self._scorable(requests[m[0]])]
+        first = {m[0]: requests[m[0]].rendered() for m in members}  # (the only prompts built: one a bucket)
+        scored = [m for m in members if self._scorable(first[m[0]])]
+        shared = [m for m in members if not self._scorable(first[m[0]])]
         out: list[Optional[Decision]] = [None] * len(requests)
         if scored:
-            got = self.scored.decide_batch([requests[m[0]] for m in scored])
+            got = self.scored.decide_batch([first[m[0]] for m in scored])
             for m, d in zip(scored, got):
                 self._sampled(requests, m, d, out)
         if shared:
-            got = self.shared.decide_batch([requests[m[0]] for m in shared])
+            got = self.shared.decide_batch([first[m[0]] for m in shared])
             for m, d in zip(shared, got):
                 for i in m:
                     out[i] = d if i == m[0] else replace(d, agent_id=requests[i].agent_id)

@@ -247,11 +247,11 @@ class SocialModel(SocietyModel):
             "reward_sensitivity": c.reward_sensitivity, "last_post": self.outcome.get(idx),
             "stances": self.stance_list[r][:k], "followed": list(followed), "interest": self.interest_list[r][:k],
         }
-        context = ""
-        if agent.policy == "llm":
-            context = prompts.feed_context(self, agent, ids, followed)
-            obs["feed_forum"] = tpl.FORUMS[int(self.items.topic[ids[0]])] if k else None  # (an archetype's key)
-        return self.request(agent, "choose", space, "idle", obs, context, tpl.CHOOSE)
+        if agent.policy != "llm":
+            return self.request(agent, "choose", space, "idle", obs, "", tpl.CHOOSE)
+        obs["feed_forum"] = tpl.FORUMS[int(self.items.topic[ids[0]])] if k else None  # (an archetype's key)
+        return self.deferred(agent, "choose", space, "idle", obs, lambda: self.request(
+            agent, "choose", space, "idle", obs, prompts.feed_context(self, agent, ids, followed), tpl.CHOOSE))
 
     def _request_write(self, agent: Member) -> Optional[DecisionRequest]:
         """The text of the post or comment a member chose to write."""
@@ -262,27 +262,38 @@ class SocialModel(SocietyModel):
         obs: dict[str, Any] = {"kind": kind, "opinion": float(self.opinion[idx]), "epsilon": c.epsilon}
         if kind == "post":
             obs["forum"] = tpl.FORUMS[ref]
-            question = tpl.WRITE_POST.substitute(forum=tpl.FORUMS[ref])
         else:
             obs.update(forum=tpl.FORUMS[it.topic[ref]], parent_stance=float(it.stance[ref]))
-            k = self._feed_of(int(self.row[idx])).index(ref) + 1
-            question = prompts.comment_question(self, k, ref)
-        context = ""
-        if agent.policy == "llm":
-            r = int(self.row[idx])
-            ids = self._feed_of(r)
-            context = prompts.feed_context(self, agent, ids, tuple(self.feed_followed[r, : len(ids)].tolist()))
         default = "Interesting." if kind == "comment" else f"Hello m/{obs['forum']}."
-        return self.request(agent, "write", Text(max_tokens=c.text_tokens), default, obs, context, question)
+        space = Text(max_tokens=c.text_tokens)
+        if agent.policy != "llm":
+            return self.request(agent, "write", space, default, obs, "", self._write_question(idx))
+        return self.deferred(agent, "write", space, default, obs, lambda: self._llm_write(agent, space, default, obs))
+
+    def _write_question(self, idx: int) -> str:
+        """What member `idx` is asked to write: a post for its forum, or a reply to the item it comments on."""
+        kind, ref = self.pending[idx]
+        if kind == "post":
+            return tpl.WRITE_POST.substitute(forum=tpl.FORUMS[ref])
+        return prompts.comment_question(self, self._feed_of(int(self.row[idx])).index(ref) + 1, ref)
+
+    def _llm_write(self, agent: Member, space: Text, default: str, obs: dict[str, Any]) -> DecisionRequest:
+        """An LLM member's write request with its prompt: its feed, and the question (`_request_write`)."""
+        r = int(self.row[agent.idx])
+        ids = self._feed_of(r)
+        context = prompts.feed_context(self, agent, ids, tuple(self.feed_followed[r, : len(ids)].tolist()))
+        return self.request(agent, "write", space, default, obs, context, self._write_question(agent.idx))
 
     def _request_stance(self, agent: Member) -> Optional[DecisionRequest]:
         """An LLM member's message's stance, read back from its text by the same model (persona-free)."""
         if agent.idx not in self.wrote or agent.policy != "llm":
             return None
-        return DecisionRequest(
+        item = self.wrote[agent.idx]
+        obs = {"message": self.items.text[item]}  # (an archetype's key: equal messages are read once)
+        return self.deferred(agent, "stance", STANCE_SPACE, "neutral", obs, lambda: DecisionRequest(
             agent_id=agent.unique_id, tick=self.tick, phase="stance", space=STANCE_SPACE, default="neutral",
-            backend=agent.backend, strategy=agent.strategy, context=prompts.stance_context(self, self.wrote[agent.idx]),
-            question=tpl.STANCE_QUESTION, seed=self.seeds.seed_for(self.tick, agent.unique_id, "stance"))
+            backend=agent.backend, strategy=agent.strategy, observation=obs, context=prompts.stance_context(self, item),
+            question=tpl.STANCE_QUESTION, seed=self.seeds.seed_for(self.tick, agent.unique_id, "stance")))
 
     # ----- acting -------------------------------------------------------------------------------------
     def act(self, phase: str, decisions: Sequence[Decision]) -> None:

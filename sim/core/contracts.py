@@ -37,6 +37,9 @@ class DecisionRequest:
     message at all, as a paper that sends a single user turn), and `answer_prompt` its instruction for
     answering in place of the platform's ("Answer with ..." or, with reasoning, "Think it through step by
     step ..."; "": the platform's). Scripted strategies ignore both.
+    `render`: set on an LLM agent's request built without its prompt text, for a backend that reads only some
+    prompts (archetypes: one a bucket, `SocietyModel.deferred`): the function that builds the request with its text
+    (`rendered`). None: the text is here.
     """
 
     agent_id: int
@@ -57,6 +60,7 @@ class DecisionRequest:
     reason_tokens: int = 0
     system: Optional[str] = None
     answer_prompt: str = ""
+    render: Optional[Callable[[], "DecisionRequest"]] = None
 
     def __post_init__(self) -> None:
         space, default = self.space, self.default
@@ -64,6 +68,10 @@ class DecisionRequest:
         if type(seen) is not type(default) or seen != default:  # a space shared by many requests: check its default once
             space.validate(default)
             object.__setattr__(space, "_checked_default", default)
+
+    def rendered(self) -> "DecisionRequest":
+        """This request with its prompt text (itself, unless it was built without it: `render`)."""
+        return self if self.render is None else self.render()
 
 
 @dataclass(slots=True)

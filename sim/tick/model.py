@@ -152,6 +152,10 @@ class SocietyModel(mesa.Model):
         self.edition: Any = self.editions.at(contract) if self.editions is not None else None
         self._bind_contract(self.profile)
         self.broker = broker
+        #: backends that read only some of their requests' prompts (archetypes: one a bucket): `deferred` builds
+        #: their requests' text only when asked
+        self._deferring = frozenset(name for name, b in getattr(broker, "backends", {}).items()
+                                    if getattr(b, "defers_prompts", False))
         self.policy = policy
         self.on_tick = on_tick
         self.reward_layer = reward_layer(config)
@@ -404,6 +408,23 @@ class SocietyModel(mesa.Model):
             reason_tokens=reason_tokens if text else 0, system=system if text else None,
             answer_prompt=answer_prompt if text else "",
         )
+
+    def deferred(self, agent: SocietyAgent, phase: str, space: Space, default: Any, observation: dict[str, Any],
+                 build: Callable[[], DecisionRequest]) -> DecisionRequest:
+        """`build()`: the agent's request with its prompt text; or, when the agent's backend reads only some prompts
+        (`llm.archetypes`: the first of each bucket, agents.llm.archetypes), the same request without its text, with
+        `build` as its `render`, so that 100,000 members' feeds are not rendered for the few prompts sent.
+
+        For a scenario whose `archetype` key reads the request's phase, persona and observation only (never its
+        text); `build` must give the request `request` builds (same phase, space, default, observation), and is
+        called, if at all, before the phase's decisions are applied (the world it reads is the one observed).
+        """
+        if agent.backend not in self._deferring:
+            return build()
+        return DecisionRequest(
+            agent_id=agent.unique_id, tick=self.tick, phase=phase, space=space, default=default, backend=agent.backend,
+            strategy=agent.strategy, observation=observation, persona=agent.persona,
+            seed=self.seeds.seed_for(self.tick, agent.unique_id, phase), render=build)
 
     def batch_request(self, agents: Sequence[SocietyAgent], phase: str, space: Space, default: Any,
                       observation: dict[str, Any], question: str, *, columns: Optional[Mapping[str, np.ndarray]] = None,
