@@ -80,3 +80,11 @@ def test_the_cache_key_names_the_first_server_only():
     one = LLMSpec(provider="served", model="m", endpoint="http://a:1/v1")
     two = LLMSpec(provider="served", model="m", endpoints=("http://a:1/v1", "http://b:1/v1"))
     assert chat_model_id(one) == chat_model_id(two) == "served:m@http://a:1/v1"
+
+
+def test_the_label_counts_the_other_servers_only_where_there_are_some():
+    """A served model's label names its first server and how many more, with no "(+0)" for a list of one."""
+    one = LLMSpec(provider="served", model="m", endpoints=("http://a:1/v1",))
+    two = LLMSpec(provider="served", model="m", endpoints=("http://a:1/v1", "http://b:1/v1"))
+    assert one.label() == LLMSpec(provider="served", model="m", endpoint="http://a:1/v1").label() == "served m at http://a:1/v1 t=0.7"
+    assert two.label() == "served m at http://a:1/v1 (+1) t=0.7"

@@ -93,7 +93,8 @@ class LLMSpec(StrictNumbers):
         if self.provider == "local":
             name = Path(self.model).name if self.model else "embedded SmolLM2"
         elif self.provider == "served":
-            where = self.endpoint or (f"{self.endpoints[0]} (+{len(self.endpoints) - 1})" if self.endpoints else None)
+            more = f" (+{len(self.endpoints) - 1})" if self.endpoints and len(self.endpoints) > 1 else ""
+            where = self.endpoint or (f"{self.endpoints[0]}{more}" if self.endpoints else None)
             name = f"served {self.model or '?'} at {where}"
         elif self.provider == "env":
             name = f"env {self.model or ''}".strip()
