@@ -96,8 +96,8 @@ def run(
 
 
 def pool_preflight(spec: Any, address: Optional[str]) -> None:
-    """`--address` without replicas, or for a run without LLM agents, is refused; a run on replicas connects to its cluster (`connect_pool`) before
-    anything is stored (replicas of a model that is not local are refused: `preflight`)."""
+    """`--address` without replicas, or for a run without LLM agents, is refused; a run on replicas connects to its
+    cluster (`connect_pool`) before anything is stored (replicas of a model that is not local are refused: `preflight`)."""
     from runner.backends import preflight
 
     if spec.llm.replicas:
