@@ -86,5 +86,6 @@ def test_the_label_counts_the_other_servers_only_where_there_are_some():
     """A served model's label names its first server and how many more, with no "(+0)" for a list of one."""
     one = LLMSpec(provider="served", model="m", endpoints=("http://a:1/v1",))
     two = LLMSpec(provider="served", model="m", endpoints=("http://a:1/v1", "http://b:1/v1"))
-    assert one.label() == LLMSpec(provider="served", model="m", endpoint="http://a:1/v1").label() == "served m at http://a:1/v1 t=0.7"
+    single = LLMSpec(provider="served", model="m", endpoint="http://a:1/v1")
+    assert one.label() == single.label() == "served m at http://a:1/v1 t=0.7"
     assert two.label() == "served m at http://a:1/v1 (+1) t=0.7"
