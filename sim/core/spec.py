@@ -111,8 +111,11 @@ LATER_FIELDS = ("endpoint", "endpoints", "replicas", "archetypes")
 def group_llm(run_llm: LLMSpec, block: Mapping[str, Any]) -> LLMSpec:
     """The LLM a population group with its own `llm` block plays: the block's fields over the run's `llm` (a block
     naming another provider starts from the defaults instead: a served group of a local run keeps no local path).
+    A block naming the servers (`endpoint` or `endpoints`) replaces the run's: neither is inherited beside it.
     Raises pydantic's ValidationError for a bad value."""
     base = run_llm.model_dump(mode="json") if block.get("provider", run_llm.provider) == run_llm.provider else {}
+    if "endpoint" in block or "endpoints" in block:
+        base = {k: v for k, v in base.items() if k not in ("endpoint", "endpoints")}
     return LLMSpec.model_validate({**base, **dict(block)})
 
 
