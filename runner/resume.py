@@ -86,9 +86,12 @@ def _yaml(value: Any) -> str:
 # ----- engine replicas -------------------------------------------------------------------------------------------
 def on_replicas(spec: RunSpec, replicas: Optional[int]) -> RunSpec:
     """`spec` with its local model's decisions on `replicas` engine replicas (`--replicas`; None: as stored). The
-    answers do not depend on the count, so a run made on N replicas goes on on any; a UsageError for a bad count."""
+    answers do not depend on the count, so a run made on N replicas goes on on any; a UsageError for a bad count or a
+    run without LLM agents."""
     if replicas is None:
         return spec
+    if not spec.uses_llm:  # as `run` refuses it: a run without LLM agents would store replicas it never starts
+        raise UsageError("--replicas only applies to LLM agents, and this run has none")
     if not 1 <= replicas <= 1024:
         raise UsageError(f"bad value for 'llm.replicas': {replicas}; from 1 to 1024 engine replicas")
     llm = LLMSpec.model_validate({**spec.llm.model_dump(mode="json"), "replicas": replicas})

@@ -9,7 +9,7 @@ import pytest
 from agents.llm.factory import chat_model_id
 from conftest import cli, cli_json
 from fakeopenai import FakeOpenAI
-from sim.core.spec import LLMSpec
+from sim.core.spec import LLMSpec, group_llm
 from sim.store.store import Store
 
 pytest.importorskip("langchain_openai")
@@ -80,3 +80,25 @@ def test_the_cache_key_names_the_first_server_only():
     one = LLMSpec(provider="served", model="m", endpoint="http://a:1/v1")
     two = LLMSpec(provider="served", model="m", endpoints=("http://a:1/v1", "http://b:1/v1"))
     assert chat_model_id(one) == chat_model_id(two) == "served:m@http://a:1/v1"
+
+
+def test_the_label_counts_the_other_servers_only_where_there_are_some():
+    """A served model's label names its first server and how many more, with no "(+0)" for a list of one."""
+    one = LLMSpec(provider="served", model="m", endpoints=("http://a:1/v1",))
+    two = LLMSpec(provider="served", model="m", endpoints=("http://a:1/v1", "http://b:1/v1"))
+    single = LLMSpec(provider="served", model="m", endpoint="http://a:1/v1")
+    assert one.label() == single.label() == "served m at http://a:1/v1 t=0.7"
+    assert two.label() == "served m at http://a:1/v1 (+1) t=0.7"
+
+
+def test_a_groups_servers_replace_the_runs_server_rather_than_clash_with_it():
+    """A group block naming `endpoints` under a run's `endpoint` (or the other way round) plays on the block's
+    servers: the run's server is not inherited beside them (that was refused as "not both")."""
+    run_one = LLMSpec(provider="served", model="m", endpoint="http://a:1/v1")
+    run_two = LLMSpec(provider="served", model="m", endpoints=("http://a:1/v1", "http://b:1/v1"))
+    group = group_llm(run_one, {"endpoints": ["http://c:1/v1", "http://d:1/v1"]})
+    assert group.endpoint is None and group.endpoints == ("http://c:1/v1", "http://d:1/v1")
+    assert chat_model_id(group) == "served:m@http://c:1/v1"
+    group = group_llm(run_two, {"endpoint": "http://c:1/v1", "temperature": 0.2})
+    assert group.endpoints is None and group.endpoint == "http://c:1/v1" and group.temperature == 0.2
+    assert group_llm(run_two, {"temperature": 0.2}).endpoints == run_two.endpoints  # the rest is inherited as before

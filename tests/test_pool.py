@@ -127,6 +127,30 @@ def test_resume_and_fork_refuse_bad_pool_settings_before_changing_the_store(tmp_
         assert rows() == before, args
 
 
+def test_replicas_and_address_without_llm_agents_are_refused_before_changing_the_store(tmp_path):
+    """A scripted run takes no --replicas on fork or resume (as on run), and no --address even where its config file
+    names replicas: one line, exit 2, the store left as it was."""
+    db = tmp_path / "runs.db"
+    url = f"sqlite:///{db}"
+    (tmp_path / "pool.yaml").write_text("llm:\n  replicas: 2\n")
+    store = Store(url)
+    spec = build_spec("commons", policy="scripted", ticks=2, sets=["fishers=2"])
+    scripted = store.create_run(spec, {})
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE runs SET status = 'failed' WHERE id = ?", (scripted,))
+    rows = lambda: sorted((r.id, r.status, r.ticks, str(r.spec)) for r in Store(url, create=False).list_runs())  # noqa: E731
+    before = rows()
+    cases = [(["resume", scripted, "--replicas", "2"], "only applies to LLM agents"),
+             (["fork", scripted, "--at", "0", "--replicas", "2"], "only applies to LLM agents"),
+             (["run", "commons", "--policy", "scripted", "--ticks", "1", "--config", str(tmp_path / "pool.yaml"),
+               "--address", "127.0.0.1:6379"], "--address is for a run of LLM agents on engine replicas")]
+    for args, said in cases:
+        proc = cli(*args, db=url)
+        assert proc.returncode == 2 and said in proc.stderr, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert rows() == before, args
+
+
 def test_a_local_sweep_refuses_replicas(tmp_path):
     """A sweep on the local executor whose runs ask for replicas is refused (each worker would start a pool): exit 2."""
     path = tmp_path / "pool.sweep.yaml"

@@ -10,9 +10,10 @@ helps a slow one. The answers come back in request order.
 
 The same seeds give the same answers whatever N is, by construction: the engine sees the same
 calls (the shards) whatever N is, and every request samples from its own seed. Calls made one by one
-are needed: the engine's answers do depend on what else is in a call (measured on a 64-member social
-tick: of 32 Text requests answered in one call or in two, 11 differed; a Choice's log-probability
-moved by up to 1.1; a 64-fisher harvest batch gave bit-identical answers either way). A CPU replica
+were needed before decision contract 9, when the engine's answers depended on what else was in a call
+(measured on a 64-member social tick: of 32 Text requests answered in one call or in two, 11 differed; a
+Choice's log-probability moved by up to 1.1); on a CPU in bf16 they no longer do (docs/architecture.md, "One
+answer per request"), in float32 and on GPUs they still may, so the shards stay one call each. A CPU replica
 runs one torch thread unless `llm.threads` says otherwise (the thread count never follows N). A
 replica runs on one GPU where the cluster has GPUs.
 

@@ -93,7 +93,8 @@ class LLMSpec(StrictNumbers):
         if self.provider == "local":
             name = Path(self.model).name if self.model else "embedded SmolLM2"
         elif self.provider == "served":
-            where = self.endpoint or (f"{self.endpoints[0]} (+{len(self.endpoints) - 1})" if self.endpoints else None)
+            more = f" (+{len(self.endpoints) - 1})" if self.endpoints and len(self.endpoints) > 1 else ""
+            where = self.endpoint or (f"{self.endpoints[0]}{more}" if self.endpoints else None)
             name = f"served {self.model or '?'} at {where}"
         elif self.provider == "env":
             name = f"env {self.model or ''}".strip()
@@ -110,8 +111,11 @@ LATER_FIELDS = ("endpoint", "endpoints", "replicas", "archetypes")
 def group_llm(run_llm: LLMSpec, block: Mapping[str, Any]) -> LLMSpec:
     """The LLM a population group with its own `llm` block plays: the block's fields over the run's `llm` (a block
     naming another provider starts from the defaults instead: a served group of a local run keeps no local path).
+    A block naming the servers (`endpoint` or `endpoints`) replaces the run's: neither is inherited beside it.
     Raises pydantic's ValidationError for a bad value."""
     base = run_llm.model_dump(mode="json") if block.get("provider", run_llm.provider) == run_llm.provider else {}
+    if "endpoint" in block or "endpoints" in block:
+        base = {k: v for k, v in base.items() if k not in ("endpoint", "endpoints")}
     return LLMSpec.model_validate({**base, **dict(block)})
 
 

@@ -96,14 +96,16 @@ def run(
 
 
 def pool_preflight(spec: Any, address: Optional[str]) -> None:
-    """`--address` without replicas is refused; a run on replicas connects to its cluster (`connect_pool`) before
-    anything is stored (replicas of a model that is not local are refused: `preflight`)."""
+    """`--address` without replicas, or for a run without LLM agents, is refused; a run on replicas connects to its
+    cluster (`connect_pool`) before anything is stored (replicas of a model that is not local are refused: `preflight`)."""
     from runner.backends import preflight
 
     if spec.llm.replicas:
         preflight(spec)
     if address is not None and not spec.llm.replicas:
         fail("--address is for a run on engine replicas (--replicas N or llm.replicas)")
+    if address is not None and not spec.uses_llm:  # (no replica would start: the address would go unchecked)
+        fail("--address is for a run of LLM agents on engine replicas, and this run has none")
     if spec.llm.replicas and spec.uses_llm:  # a cluster that cannot be reached, or hold the replicas, stores nothing
         connect_pool(spec.llm, address)
 
