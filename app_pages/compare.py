@@ -128,6 +128,11 @@ def _group_keys(chosen: pd.DataFrame) -> list[str]:
     return list(keys)
 
 
+#: groups whose legend shows open on a first view (more: the expander's title names the first 12, the table opens on a
+#: click; 15 groups of long labels filled the first screen and cost the browser ~0.3 s to lay out)
+LEGEND_OPEN = 6
+
+
 # ----- the page ----------------------------------------------------------------------------------------------------------
 def render(table: pd.DataFrame) -> None:
     st.title("Compare runs")
@@ -144,7 +149,7 @@ def render(table: pd.DataFrame) -> None:
                "groups ('fork of PARENT at tick N'), never seeds of their parent's group."
                + (f" Pooled over: {', '.join(left_out)}." if left_out else ""))
     with st.expander(f"Groups: {', '.join(view.legend['name'].head(12))}{' …' if len(view.legend) > 12 else ''}",
-                     expanded=len(view.legend) > 1):
+                     expanded=1 < len(view.legend) <= LEGEND_OPEN):
         st.table(cc.legend_table(view.legend).set_index("name"))
     _report_button(view)
     tabs = url_tabs(list(TABS), "compare_tab")

@@ -136,6 +136,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "app_pages-cpu.json"))
     args = ap.parse_args()
     url = args.db
+    if url is not None and "://" not in url:  # a path, as the help says "the store"
+        url = f"sqlite:///{Path(url).resolve()}"
     if url is None:
         path = ROOT / "shots" / "rich" / "runs.db"
         path.parent.mkdir(parents=True, exist_ok=True)
