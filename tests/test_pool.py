@@ -252,3 +252,19 @@ def test_a_run_made_on_one_replica_resumes_on_two_identical(local_ray, tmp_path,
     steps = [(s.tick, s.agent_id, s.action, s.payoff, s.fallback) for s in store.steps(result.run_id)]
     calls = sorted((c.tick, c.agent_id, c.phase, c.key, c.answer, c.logprobs, c.cache_hit) for c in store.llm_calls(result.run_id))
     assert result.status == "finished" and steps == steps1 and calls == calls1
+
+
+@pytest.mark.slow
+def test_no_address_starts_a_local_instance_whatever_RAY_ADDRESS_says():
+    """init_ray(None, ...) starts its own local Ray even where RAY_ADDRESS names another cluster (ray.init's default
+    would try to join it, or a `ray start` instance on the machine)."""
+    import subprocess
+    import sys
+
+    code = ("from agents.llm.shared import init_ray; import ray; init_ray(None, 1); "
+            "print(ray.cluster_resources().get('CPU')); ray.shutdown()")
+    env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "1.0"

@@ -147,7 +147,9 @@ def init_ray(address: Optional[str], workers: Optional[int]) -> bool:
     if ray.is_initialized():
         return False
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    kwargs: dict[str, Any] = {"address": address, "runtime_env": {"env_vars": {"PYTHONPATH": path}},
+    # no address: a new local instance ("local"), never one that RAY_ADDRESS or an earlier `ray start` names, as
+    # ray.init(address=None) would join (and then refuse num_cpus); a cluster is named with --address
+    kwargs: dict[str, Any] = {"address": address or "local", "runtime_env": {"env_vars": {"PYTHONPATH": path}},
                               "include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
     if address is None:  # a local instance sized for this sweep, small object store
         kwargs.update(num_cpus=workers or os.cpu_count() or 1, object_store_memory=256 * 1024**2)
