@@ -6,6 +6,7 @@ The run row says honestly how it ended: `finished`, `collapsed` (the world ended
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import math
 import platform
@@ -74,7 +75,15 @@ class RunResult:
 
 
 def versions() -> dict[str, Any]:
-    """Package versions recorded with every run."""
+    """Package versions recorded with every run (a copy: the caller may add to it)."""
+    return dict(_versions())
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> dict[str, Any]:
+    """Read once a process: each package's metadata is parsed from disk (~2 ms a package; a 50-month fishery runs
+    in ~60 ms, so a sweep or an env's episodes paid it again and again), and the code already imported is the
+    version that runs, whatever is installed meanwhile."""
     out: dict[str, Any] = {"python": platform.python_version()}
     for name in ("societas", "mesa", "sqlmodel", "torch", "transformers", "langchain-core"):
         try:
