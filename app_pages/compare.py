@@ -103,8 +103,11 @@ def _pick(table: pd.DataFrame) -> tuple[pd.DataFrame, int, str]:
         st.session_state["compare_runs"] = [i for i in st.session_state.get("compare_runs", []) if i in ids]
     seeds = dict(zip(pool["run_id"], pool["seed"]))
     status = dict(zip(pool["run_id"], pool["status"]))
-    chosen_ids = st.multiselect("Runs", ids, key="compare_runs",
-                                format_func=lambda i: f"{i} · seed {seeds.get(i)} · {status.get(i)}")
+    # many runs: their chips under a click (43 chips filled the first screen; the caption under says how many are
+    # chosen). The label stays put while runs are picked: a new label would be a new, closed expander.
+    with st.expander(f"Runs ({len(ids)} of {source})", expanded=len(ids) <= RUNS_OPEN):
+        chosen_ids = st.multiselect("Runs", ids, key="compare_runs",
+                                    format_func=lambda i: f"{i} · seed {seeds.get(i)} · {status.get(i)}")
     written = [] if sorted(chosen_ids) == sorted(default) else list(chosen_ids)  # (the default needs no list)
     set_url("runs", written)
     st.session_state[WRITTEN] = written
@@ -128,6 +131,8 @@ def _group_keys(chosen: pd.DataFrame) -> list[str]:
     return list(keys)
 
 
+#: runs whose chips show open on a first view (more: under the "Runs: k of n chosen" expander)
+RUNS_OPEN = 12
 #: groups whose legend shows open on a first view (more: the expander's title names the first 12, the table opens on a
 #: click; 15 groups of long labels filled the first screen and cost the browser ~0.3 s to lay out)
 LEGEND_OPEN = 6
