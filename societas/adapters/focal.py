@@ -20,8 +20,8 @@ from typing import Any, Optional, Union
 
 from agents.llm.parse import parse_answer
 from sim.core.errors import UsageError
-from sim.core.text import one_line
 from sim.core.spaces import Space, SpaceError
+from sim.core.text import one_line
 from sim.store.store import Store
 from societas.env import SocietyEnv
 
