@@ -224,6 +224,8 @@ def _situate(cls: type, probe: Probe, config: Any, spec: RunSpec, seed: int, lev
         if before is not None and probe.prelude is not None:
             probe.prelude.take(model, before)
         request = probe.situate(model, level)
+        if request is not None:  # (whole: a rewording edits its question, and the model is not read again)
+            request = request.rendered()
         if request is not None and facts is not None:
             facts.update(probe.facts(model, request))
         model.release()  # (thousands of models: each is freed once its request is made)

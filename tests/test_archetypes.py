@@ -184,6 +184,22 @@ def test_only_each_buckets_first_prompt_is_rendered_and_it_is_the_prompt_it_alwa
     assert rendered == sent < all_rendered / 5
 
 
+def test_a_probes_request_under_archetypes_carries_its_prompt(tmp_path):
+    """A probe's request is made whole (its question there to reword, nothing left to render from the freed model),
+    also where the run's LLM backend takes requests without their text."""
+    from runner.probing import _situate, plan_probes
+    from sim.tick.broker import DecisionBroker
+
+    store = Store(f"sqlite:///{tmp_path / 'probe.db'}")
+    spec = build_spec("social", sets=["agents=30"], policy="llm", llm={"archetypes": True})
+    backend = ArchetypeBackend(CachedBackend(LLMBackend("fake", {}, llm=Counting(_flat)), store), None,
+                               spec.scenario_class.archetype)
+    broker = DecisionBroker({"scripted": ScriptedBackend(spec.scenario_class.strategies), "llm": backend})
+    cls, probes, configs = plan_probes(spec, ["upvote_by_distance"], seeds=10)
+    request = _situate(cls, probes[0], configs[0], spec, spec.seed, probes[0].levels[0], broker)
+    assert request.render is None and request.question and request.context
+
+
 def test_social_members_share_a_bucket_by_the_stance_their_prompt_words():
     """Opinions 0.41 and 0.59 (both "neutral" in the prompt) share a choose bucket; 0.39 ("against") does not."""
     from scenarios.social.archetypes import archetype

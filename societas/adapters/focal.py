@@ -21,6 +21,7 @@ from typing import Any, Optional, Union
 from agents.llm.parse import parse_answer
 from sim.core.errors import UsageError
 from sim.core.spaces import Space, SpaceError
+from sim.core.text import one_line
 from sim.store.store import Store
 from societas.env import SocietyEnv
 
@@ -128,7 +129,7 @@ class FocalGame:
         try:
             return (parse_answer(answer, space) if isinstance(answer, str) else space.validate(answer)), None
         except (SpaceError, TypeError, ValueError) as exc:
-            return None, str(exc)[:200]
+            return None, one_line(str(exc), 200)  # (it quotes the answer: the model's text, read back to it)
 
     def _record(self, obs: dict, rewards: dict, terms: dict, truncs: dict, infos: dict) -> Turn:
         reward = float(rewards.get(self.agent, 0.0))

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
+from sim.core.text import one_line
 from sim.store.store import Store
 from societas.adapters.focal import FocalGame
 
@@ -115,7 +116,10 @@ def plain_answers_as_calls(tokenizer: Any, tool: str = "act", argument: str = "a
             parsed = {"role": "assistant", "content": tokenizer.decode(ids, skip_special_tokens=True)}
         if not isinstance(parsed, dict) or parsed.get("tool_calls"):
             return parsed
-        text = (parsed.get("content") or "").removesuffix(tokenizer.eos_token or "").strip()
+        # one line, its template tokens removed (the end of turn wherever it is): the call is rendered into the
+        # completion trained on, where a token in the text would end the turn or open another
+        content, eos = parsed.get("content") or "", tokenizer.eos_token
+        text = one_line(content.replace(eos, " ") if eos else content)
         if not text:
             return parsed
         call = {"type": "function", "function": {"name": tool, "arguments": {argument: text}}}
