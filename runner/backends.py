@@ -29,17 +29,20 @@ from sim.tick.models import RUN_LLM, model_backends, model_holders
 
 
 def make_backends(spec: RunSpec, cls: type[SocietyModel], store: Store, *, replay: Optional[ReplayMode] = None,
-                  llm_factory: Optional[Callable[[], LLM]] = None) -> dict[str, Backend]:
+                  llm_factory: Optional[Callable[[], LLM]] = None, per_agent: bool = False) -> dict[str, Backend]:
     """{"scripted": ..., "llm": ..., "synthesis": ...}: the LLM backend only when some agent of `spec` uses it (or
     runs a program it writes), answered from `store`'s cache first (only from it while `replay` is active); the
-    sandbox's code backend when some agent runs a synthesised program."""
+    sandbox's code backend when some agent runs a synthesised program. `per_agent`: every request its own call
+    even where `llm.archetypes` buckets them (probes: a bucket key blind to the probed variable would give every
+    level one answer distribution)."""
     backends: dict[str, Backend] = {"scripted": ScriptedBackend(cls.strategies)}
     if "synthesis" in spec.policies():
         backends["synthesis"] = CodeBackend(isolation=sandbox_level(spec.config.get("sandbox")))
+    archetype = None if per_agent else cls.archetype
     if spec.uses_llm:
-        backends[RUN_LLM] = make_llm_backend(spec, store, replay=replay, llm_factory=llm_factory, archetype=cls.archetype)
+        backends[RUN_LLM] = make_llm_backend(spec, store, replay=replay, llm_factory=llm_factory, archetype=archetype)
         for name, llm in group_models(spec).items():  # (a shared model actor serves the run's llm only)
-            backends[name] = make_llm_backend(spec, store, replay=replay, llm=llm, name=name, archetype=cls.archetype)
+            backends[name] = make_llm_backend(spec, store, replay=replay, llm=llm, name=name, archetype=archetype)
     return backends
 
 

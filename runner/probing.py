@@ -401,7 +401,7 @@ def run_probes(spec: RunSpec, store: Store, *, names: Sequence[str] = (), seeds:
     cache), each under its original wording and `paraphrases` rewordings; store them as one run of origin
     `probe` and return the report."""
     cls, probes, configs = plan_probes(spec, names, seeds, paraphrases)
-    backends = dict(backends) if backends is not None else make_backends(spec, cls, store)
+    backends = dict(backends) if backends is not None else make_backends(spec, cls, store, per_agent=True)
     broker = DecisionBroker(backends)
     used = "+".join(sorted(p for p in backends if p in spec.policies()))
     started = time.perf_counter()

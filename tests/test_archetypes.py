@@ -229,3 +229,35 @@ def test_compare_runs_reports_divergence_and_refuses_bad_input(db_url):
     assert cli_json("compare-runs", a, a, db=db_url)["divergence"] == 0
     bad = cli("compare-runs", a, "nope", db=db_url)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_probes_decide_per_agent_even_when_the_run_buckets_its_requests(tmp_path):
+    """A run with llm.archetypes buckets its LLM requests; the backends a probe of it uses do not (a social choose
+    key is blind to the probed post's stance, so one bucket would answer every level alike)."""
+    from runner.backends import make_backends
+
+    store = Store(f"sqlite:///{tmp_path / 'b.db'}")
+    spec = build_spec("social", sets=["agents=30"], policy="llm", llm={"archetypes": True})
+    cls = spec.scenario_class
+    assert isinstance(make_backends(spec, cls, store)["llm"], ArchetypeBackend)
+    assert not isinstance(make_backends(spec, cls, store, per_agent=True)["llm"], ArchetypeBackend)
+
+
+def test_run_probes_asks_for_per_agent_backends(tmp_path, monkeypatch):
+    """`run_probes` builds its default backends with per_agent=True (stopped right there: a stand-in records it)."""
+    import runner.probing as probing
+
+    asked = {}
+
+    class Stop(Exception):
+        pass
+
+    def record(spec, cls, store, **kw):
+        asked.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(probing, "make_backends", record)
+    spec = build_spec("social", sets=["agents=30"], policy="llm", llm={"archetypes": True})
+    with pytest.raises(Stop):
+        probing.run_probes(spec, Store(f"sqlite:///{tmp_path / 'p.db'}"), names=["upvote_by_distance"], seeds=10)
+    assert asked.get("per_agent") is True
