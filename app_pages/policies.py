@@ -46,7 +46,8 @@ def render(table: pd.DataFrame) -> None:
                 f"{' (LLM call failed: default code)' if row.get('fallback') else ''} — tick {row['tick']}")
         with st.expander(head, expanded=row["status"] == "accepted"):
             if row.get("problems"):
-                st.error("Refused: " + "; ".join(map(str, row["problems"])))
+                # (a warning, not an error: a refused version is the run's record, not the page failing)
+                st.warning("Refused: " + "; ".join(map(str, row["problems"])), icon=":material/block:")
             if row.get("hacks"):
                 st.warning("Reward-hacking attempts: " + "; ".join(map(str, row["hacks"])))
             st.code(row.get("code") or "(no program in the answer)", language="python")
