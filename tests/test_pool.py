@@ -120,6 +120,11 @@ def test_resume_and_fork_refuse_bad_pool_settings_before_changing_the_store(tmp_
              (["fork", own, "--at", "0", "--address", "127.0.0.1:6379"], "--address is for a run on engine replicas"),
              (["fork", own, "--at", "0", "--replicas", "2", "--address", "127.0.0.1:1"], "cannot reach a Ray cluster"),
              (["fork", pooled, "--at", "0", "--replicas", "2000"], "bad value for 'llm.replicas'")]
+    _assert_refused(cases, url, rows, before)
+
+
+def _assert_refused(cases, url: str, rows, before) -> None:
+    """Each (CLI args, words of its message) exits 2 with that one line, no traceback, and leaves `rows()` as `before`."""
     for args, said in cases:
         proc = cli(*args, db=url)
         assert proc.returncode == 2 and said in proc.stderr, (args, proc.stderr)
@@ -144,11 +149,7 @@ def test_replicas_and_address_without_llm_agents_are_refused_before_changing_the
              (["fork", scripted, "--at", "0", "--replicas", "2"], "only applies to LLM agents"),
              (["run", "commons", "--policy", "scripted", "--ticks", "1", "--config", str(tmp_path / "pool.yaml"),
                "--address", "127.0.0.1:6379"], "--address is for a run of LLM agents on engine replicas")]
-    for args, said in cases:
-        proc = cli(*args, db=url)
-        assert proc.returncode == 2 and said in proc.stderr, (args, proc.stderr)
-        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-        assert rows() == before, args
+    _assert_refused(cases, url, rows, before)
 
 
 def test_a_local_sweep_refuses_replicas(tmp_path):
