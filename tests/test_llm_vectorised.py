@@ -389,3 +389,43 @@ def test_a_rows_logits_are_bit_identical_alone_and_in_any_batch(dtype):
             assert all(torch.equal(a, b) for a, b in zip(alone, got))
     options = [["none", "fisher 2", "all of the fishers"]]
     assert lm.score_choices(prompts[:1], options) == lm.score_choices(prompts, options * 5)[:1]
+
+
+def test_a_decoding_state_caches_and_attends_only_the_buckets_rows(monkeypatch):
+    """A bucket of 3 rows decodes in a block of 8 (rows of padding feed the products), but the cache keeps 3 rows, and
+    the logits are the same bits as when the padding rows were cached and attended too (the layout before)."""
+    from agents.llm.local import hf_engine
+
+    lm = tiny_lm(dtype="bfloat16")
+    prompts = [lm.encode([lm.render([{"role": "user", "content": t}])])[0]
+               for t in ("How many tons?", "A longer question about the lake, " * 3, "Ok?")]
+    fwd = lm.fwd
+
+    def trace():
+        logits, state = fwd.prefill(prompts, 0, None, 4)
+        out = [logits.clone()]
+        for step in range(3):
+            out.append(fwd.step(torch.full((3,), 40 + step), state, None).clone())
+        options = torch.tensor([[5, 6, 7], [5, 8, 0], [9, 0, 0]])
+        seg, off = torch.tensor([[0, 0, 1], [0, 1, 2], [0, 2, 2]]), torch.tensor([[0, 1, 0], [0, 0, 0], [0, 0, 0]])
+        out.append(fwd.option_logits(options, seg, off, 2, state, None).clone())
+        return out, state
+
+    with torch.inference_mode():
+        got, state = trace()
+        assert state.mask.shape[0] == hf_engine.ROW_ALIGN and state.rows == 3
+        assert all(layer.keys.shape[0] == 3 for layer in state.cache.layers)
+        assert getattr(attention._LOCAL, "rows", None) is None  # restored after every forward
+
+        def every_row(cache, mask, next_pos, rows):  # the layout before: zero keys for the padding rows, all attended
+            extra = rows - mask.shape[0]
+            for layer in cache.layers:
+                layer.keys = torch.cat([layer.keys, layer.keys.new_zeros((extra, *layer.keys.shape[1:]))])
+                layer.values = torch.cat([layer.values, layer.values.new_zeros((extra, *layer.values.shape[1:]))])
+            return cache, torch.cat([mask, mask.new_zeros((extra, mask.shape[1]))]), torch.cat([next_pos, next_pos.new_zeros(extra)])
+
+        monkeypatch.setattr(hf_engine, "_grow_rows", every_row)
+        monkeypatch.setattr(hf_engine, "shared_prefix", lambda kv, real=None, rows=None: shared_prefix(kv, real))
+        before, state = trace()
+        assert all(layer.keys.shape[0] == hf_engine.ROW_ALIGN for layer in state.cache.layers)
+    assert all(torch.equal(a, b) for a, b in zip(got, before))

@@ -23,7 +23,8 @@ from typing import Optional
 import torch
 
 ATTN_NAME = "societas_shared_prefix"
-_LOCAL = threading.local()  # .prefix: per layer (keys, values) of the group's shared prefix; .real: [B, K] own keys real
+_LOCAL = threading.local()  # .prefix: per layer (keys, values) of the group's shared prefix; .real: [B, K] own keys real;
+# .rows: how many leading rows are the bucket's (None: all; the rows after them pad a block of the CPU's kernel)
 #: a row's key columns are padded (masked) to a multiple of this: a fused kernel's vector lanes and blocks fit in it
 KEY_ALIGN = 64
 #: rows x prefix tokens a bucket may copy per device type (a CPU: any; its buckets are bounded by batch_tokens and
@@ -51,16 +52,27 @@ def prefix_attention(module, query, key, value, attention_mask, dropout: float =
     a row's arithmetic must not depend on how many rows share its bucket. A bucket whose copy would pass
     `EXPAND_PREFIX_TOKENS` (rows x prefix tokens) keeps the prefix by reference.
     """
+    rows = getattr(_LOCAL, "rows", None)
+    if rows is not None and rows < query.shape[0]:  # rows of padding: only their shape matters (the products' blocks)
+        out, _ = _attention(module, query[:rows], key[:rows], value[:rows],
+                            None if attention_mask is None else attention_mask[:rows], scaling, _LOCAL.real)
+        return torch.cat([out, out.new_zeros((query.shape[0] - rows, *out.shape[1:]))]), None
+    return _attention(module, query, key, value, attention_mask, scaling, getattr(_LOCAL, "real", None))
+
+
+def _attention(module, query, key, value, attention_mask, scaling: Optional[float], real: Optional[torch.Tensor]):
+    """`prefix_attention` of the rows given (`real`: which of their own key columns are real; None: all)."""
     prefix = getattr(_LOCAL, "prefix", None)
     b, p = query.shape[0], 0 if prefix is None else prefix[module.layer_idx][0].shape[2]
     mask = None if attention_mask is None else attention_mask.to(torch.bool)
+    real = None if real is None else real[:b]
     if prefix is not None:
         pk, pv = prefix[module.layer_idx]  # [1, Hk, P, D]
         kind = query.device.type
         copy_bytes = 2 * b * p * pk.shape[1] * pk.shape[3] * pk.element_size()
         if b * p > EXPAND_PREFIX_TOKENS.get(kind, 0) or copy_bytes > EXPAND_PREFIX_BYTES.get(kind, copy_bytes):
             return prefix_by_reference(query, key, value, mask, pk, pv, scaling)  # a GPU's path: rows not laid out
-    key, value, mask = _own_keys_first(key, value, mask, getattr(_LOCAL, "real", None), p)
+    key, value, mask = _own_keys_first(key, value, mask, real, p)
     if prefix is None:
         return _fused(query, key, value, mask, scaling)
     keys = torch.cat([pk.expand(b, -1, -1, -1), key], dim=2)
@@ -131,12 +143,15 @@ def register_attention() -> None:
 
 
 @contextmanager
-def shared_prefix(kv, real: Optional[torch.Tensor] = None):
-    """Make `kv` (per layer (keys, values), or None) the prefix every attention call sees, and `real` ([B, K] bool,
-    or None: all) say which own key columns of the block's calls hold real tokens."""
-    before = getattr(_LOCAL, "prefix", None), getattr(_LOCAL, "real", None)
-    _LOCAL.prefix, _LOCAL.real = kv, real
+def shared_prefix(kv, real: Optional[torch.Tensor] = None, rows: Optional[int] = None):
+    """Make `kv` (per layer (keys, values), or None) the prefix every attention call sees, `real` ([B, K] bool,
+    or None: all) say which own key columns of the block's calls hold real tokens, and `rows` (None: all) how many
+    leading rows are the bucket's: the rows after them pad the products to whole blocks of the CPU kernel's rows,
+    and their attention is not computed (zeros; a row's attention does not depend on the others': each row and head
+    runs alone in the fused kernel, so computing only the bucket's rows changes none of their bits)."""
+    before = getattr(_LOCAL, "prefix", None), getattr(_LOCAL, "real", None), getattr(_LOCAL, "rows", None)
+    _LOCAL.prefix, _LOCAL.real, _LOCAL.rows = kv, real, rows
     try:
         yield
     finally:
-        _LOCAL.prefix, _LOCAL.real = before
+        _LOCAL.prefix, _LOCAL.real, _LOCAL.rows = before
