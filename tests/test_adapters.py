@@ -438,3 +438,67 @@ def test_verifiers_own_eval_runs_the_world_and_writes_the_worlds_rewards(db_url,
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
         runs = dict(con.execute("select id, status from runs"))
     assert {t["info"]["societas"]["run_id"] for t in traces} <= set(runs) and set(runs.values()) == {"finished"}
+
+
+def _embedded_chat():
+    """The embedded SmolLM2 as a chat function (its own chat template, greedy, at most 16 new tokens): messages in,
+    the assistant's text out, for a FakeOpenAI serving it."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agents.llm.local.ids import resolve_model
+
+    torch.set_num_threads(1)
+    directory, gguf, _ = resolve_model(None)
+    tok = AutoTokenizer.from_pretrained(directory, gguf_file=gguf)
+    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=gguf, dtype=torch.float32).eval()
+
+    def chat(body: dict) -> str:
+        messages = [{"role": m["role"], "content": m.get("content") or ""} for m in body["messages"]]
+        ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        with torch.no_grad():
+            out = model.generate(**ids, max_new_tokens=16, do_sample=False, pad_token_id=tok.eos_token_id)
+        return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+
+    return chat
+
+
+@needs_verifiers
+@pytest.mark.slow
+def test_verifiers_episode_with_the_embedded_model(db_url, monkeypatch):
+    """A real rollout: the embedded SmolLM2, served OpenAI-style, plays both focal fishers of an episode through
+    verifiers' machinery; the episode is an ended stored run, and each trace's reward is what that run paid its agent."""
+    import asyncio
+
+    import verifiers.v1 as vf
+    from verifiers.v1.utils.loaders import load_environment
+
+    from societas.adapters.verifiers import PLUGIN, REWARD, SocietasEnvConfig
+
+    monkeypatch.setenv("FAKE_KEY", "x")
+    env = load_environment(SocietasEnvConfig(taskset={"id": PLUGIN, "world": {"world": DUO, "db": db_url},
+                                                      "seeds": [6]}))
+    task = next(iter(env.taskset))
+
+    async def play(url):
+        ctx = vf.ModelContext(model="smollm2", client=vf.EvalClientConfig(base_url=url, api_key_var="FAKE_KEY"))
+        async with env.serving():
+            return await env.run_episode(task, ctx)
+
+    chat = _embedded_chat()
+    with _scripted_server(chat) as server:
+        episode = asyncio.run(play(server.url))
+    assert episode.ok, episode.errors
+    assert len(server.requests) == 4  # 2 fishers x 2 months
+    seats = {t.info["societas"]["agent"]: t for t in episode.traces}
+    assert sorted(seats) == ["agent_1", "agent_2"]
+    run_id = episode.traces[0].info["societas"]["run_id"]
+    path = db_url.removeprefix("sqlite:///")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        status = con.execute("select status from runs where id = ?", (run_id,)).fetchone()[0]
+        paid = dict(con.execute("select agent_id, sum(reward) from agent_steps where run_id = ? group by agent_id", (run_id,)))
+    assert status in ("finished", "collapsed")
+    for agent, trace in seats.items():
+        assert trace.rewards[REWARD].score == pytest.approx(paid[int(agent.removeprefix("agent_"))])
+    replies = [m.content for t in episode.traces for m in t.branches[-1].messages if m.role == "assistant"]
+    assert len(replies) == 4 and all(isinstance(r, str) for r in replies)
