@@ -405,16 +405,23 @@ def test_verifiers_episode_plays_every_focal_agent_as_a_seat_and_the_world_pays(
 
 
 @needs_verifiers
-def test_verifiers_env_refuses_a_world_without_focal_agents_before_any_rollout(db_url):
-    """A world the adapters cannot play fails when verifiers builds the env, in one line, nothing stored."""
-    from verifiers.v1.utils.loaders import load_environment
-
+def test_verifiers_refuses_a_bad_world_when_its_config_is_parsed(db_url, tmp_path):
+    """A world the adapter cannot play (no focal agent, a field out of range) is refused when verifiers parses the run's
+    config: in Python a validation error saying why, from verifiers' `eval` its clean exit (no traceback, no episode),
+    nothing stored."""
     from societas.adapters.verifiers import PLUGIN, SocietasEnvConfig
 
     world = {"fishers": 3, "months": 1, "population": [{"count": 3, "policy": "scripted", "strategy": "greedy"}]}
-    with pytest.raises(UsageError, match="no focal agents") as info:
-        load_environment(SocietasEnvConfig(taskset={"id": PLUGIN, "world": {"world": world, "db": db_url}}))
-    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="no focal agents"):
+        SocietasEnvConfig(taskset={"id": PLUGIN, "world": {"world": world, "db": db_url}})
+    config = _verifiers_toml(tmp_path / "eval.toml", db_url, [1], prefix="env.",
+                             head='model = "fake"\npush = false\n\n[client]\nbase_url = "http://127.0.0.1:9/v1"\n')
+    config.write_text(config.read_text().replace("fishers = 5", "fishers = -3"))
+    proc = subprocess.run([sys.executable, "-c", "from verifiers.v1.cli.eval.main import main; main()", "@", str(config),
+                           "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "bad value for 'fishers'" in proc.stderr
+    assert not Path(db_url.removeprefix("sqlite:///")).exists() and not list(tmp_path.glob("out/*/traces.jsonl"))
 
 
 @needs_verifiers

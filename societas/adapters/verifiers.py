@@ -37,6 +37,7 @@ from contextlib import AsyncExitStack
 from typing import Any, Optional
 
 import verifiers.v1 as vf
+from pydantic import model_validator
 from verifiers.v1.harnesses.null.harness import NullHarness
 
 from sim.core.errors import UsageError
@@ -71,11 +72,20 @@ class SocietasData(vf.TaskData):
 
 
 class SocietasTasksetConfig(vf.TasksetConfig):
-    """The world every task plays and the episodes' seeds (one task each)."""
+    """The world every task plays and the episodes' seeds (one task each). The world is checked when the config is
+    parsed (built once on an in-memory store): verifiers' commands then refuse a bad one in their own clean exit."""
 
     world: SocietasWorld = SocietasWorld()
     seeds: list[int] = [0]
     ticks: Optional[int] = None
+
+    @model_validator(mode="after")
+    def _world_plays(self) -> "SocietasTasksetConfig":
+        try:
+            open_env(self.world.model_copy(update={"db": "sqlite://"})).close()
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class SocietasTask(vf.Task[SocietasData]):
@@ -90,8 +100,8 @@ class SocietasTask(vf.Task[SocietasData]):
 
 
 class SocietasTaskset(vf.Taskset[SocietasTask, SocietasTasksetConfig]):
-    """One task per seed. The world is checked when the taskset is made (built and closed), so bad input fails before
-    any rollout, in one line (UsageError)."""
+    """One task per seed. Its store is checked when the taskset is made (the world built on it and closed), so a bad
+    one fails before any rollout, in one line (UsageError)."""
 
     def __init__(self, config: SocietasTasksetConfig) -> None:
         super().__init__(config)
