@@ -17,9 +17,11 @@ scenario (a stored run, `societas.env.SocietyEnv`) so:
   layer's, in the scenario's reward mode), and each reward-vector component is a metric (`reward_<name>`);
   the stored run's id is in the trace's `info["societas"]`.
 
-`SocietasTaskset` makes one task per episode seed (`seeds`), over the scenario, config file, `--set`
-pairs and fields (`world`) that `societas.env.parallel_env` takes, episodes stored in `db`. Its tasks'
-`validate` (verifiers' `validate` command) checks that the task's world builds with focal agents.
+`SocietasTaskset` makes one task per episode seed (`seeds`) of a `SocietasWorld` (the scenario, config
+file, `--set` pairs and fields, `world`, as `societas.env.parallel_env` takes them; episodes stored in
+`db`), which is checked when the config is parsed (verifiers' commands refuse a bad one with their config
+error); every task carries its world. Its tasks' `validate` (verifiers' model-free `validate` command)
+builds the world with the task's seed.
 `SocietasHarness` is verifiers' `null` harness (a plain chat loop) run by this interpreter rather than in
 an environment `uv` builds from the network: its needs (openai, mcp, httpx, tenacity) are ours. verifiers
 finds the three by the plugin id `societas-verifiers` (the `societas_verifiers` package re-exports them).
