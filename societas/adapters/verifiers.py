@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sys
+import uuid
 from contextlib import AsyncExitStack
 from typing import Any, Optional
 
@@ -213,8 +214,9 @@ class _Seats:
 
 
 class _ThisPython:
-    """A runtime whose uv scripts run with this interpreter: the script is written where the runtime keeps them and
-    run as it is (its dependencies are this environment's); everything else is the runtime's."""
+    """A runtime whose uv scripts run with this interpreter: the script is written where the runtime keeps them (to a
+    temporary name, then moved: rollouts launching at once never read a half-written file) and run as it is (its
+    dependencies are this environment's); everything else is the runtime's."""
 
     def __init__(self, runtime: Any) -> None:
         self._runtime = runtime
@@ -226,7 +228,11 @@ class _ThisPython:
                                 activate: bool = True) -> list[str]:
         data = script.encode() if isinstance(script, str) else script
         path = f"{self._runtime.scripts_dir}/societas-{hashlib.sha256(data).hexdigest()}.py"
-        await self._runtime.write(path, data)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        await self._runtime.write(tmp, data)
+        moved = await self._runtime.run(["mv", "-f", tmp, path], {})
+        if moved.exit_code != 0:
+            raise RuntimeError(f"could not place the harness program at {path}: {moved.stderr.strip()[-500:]}")
         return [sys.executable, path]
 
 
