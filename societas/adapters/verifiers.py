@@ -40,7 +40,7 @@ from contextlib import AsyncExitStack
 from typing import Any, Optional
 
 import verifiers.v1 as vf
-from pydantic import model_validator
+from pydantic import Field, model_validator
 from verifiers.v1.harnesses.null.harness import NullHarness
 
 from sim.core.errors import UsageError
@@ -80,7 +80,7 @@ class SocietasTasksetConfig(vf.TasksetConfig):
 
     world: SocietasWorld = SocietasWorld()
     seeds: list[int] = [0]
-    ticks: Optional[int] = None
+    ticks: Optional[int] = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _world_plays(self) -> "SocietasTasksetConfig":
