@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml
 	# OpenEnv for societas.adapters.openenv, without gradio (its web UI; its releases want pillow<13, huggingface-hub<2);
 	# its other dependencies come with the rl extra, which test includes
 	$(PY) -m pip install -q --no-deps openenv==0.10.0
+	# verifiers for societas.adapters.verifiers, without openai-agents (its top-level module `agents` would shadow ours;
+	# verifiers.v1 does not import it); its other dependencies come with the rl extra
+	$(PY) -m pip install -q --no-deps verifiers==0.3.1
 	touch $(STAMP)
 
 # says whether the full sandbox for --policy synthesis (bubblewrap) works here, and how to get it if not

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("sim", "agents", "scenarios", "runner", "analysis", "societas", "app_pages")
+PACKAGES = ("sim", "agents", "scenarios", "runner", "analysis", "societas", "societas_verifiers", "app_pages")
 
 #: the layers, lowest first: a module may import its own package's modules and those of lower layers only. Each
 #: top-level folder is one band of consecutive layers (test_each_folder_is_one_band_of_layers), so the tree shows
@@ -41,6 +41,8 @@ LAYERS: list[tuple[str, ...]] = [
     # the RL libraries' adapters, over the PettingZoo env
     ("societas.adapters",),
     ("societas.cli",),
+    # the verifiers plugin: societas.adapters.verifiers under the top-level name verifiers imports it by
+    ("societas_verifiers",),
     # ADDRESSES: where users import three faces that live in societas/ (`import sim` resolves societas.api's names
     # on first use, `sim.env` and `sim.testing` re-export societas.env and societas.testing); they face up, and no
     # module of the project imports them

@@ -39,6 +39,17 @@ class Turn:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
+def read_answer(answer: Any, space: Optional[Space]) -> tuple[Any, Optional[str]]:
+    """`answer` (a model's text, parsed as the platform parses an LLM's, or a value of `space`) as a value of `space`:
+    (value, None), or (None, why not) on one line, the model's text quoted defused (it may be read back to the model)."""
+    if space is None:
+        return None, "nothing to decide"
+    try:
+        return (parse_answer(answer, space) if isinstance(answer, str) else space.validate(answer)), None
+    except (SpaceError, TypeError, ValueError) as exc:
+        return None, one_line(str(exc), 200)
+
+
 class FocalGame:
     """A scenario's episodes played by its one focal agent in text; see the module docstring."""
 
@@ -123,13 +134,7 @@ class FocalGame:
 
     # ----- inside -------------------------------------------------------------------------------------
     def _parse(self, answer: Any) -> tuple[Any, Optional[str]]:
-        space = self.space
-        if space is None:
-            return None, "nothing to decide"
-        try:
-            return (parse_answer(answer, space) if isinstance(answer, str) else space.validate(answer)), None
-        except (SpaceError, TypeError, ValueError) as exc:
-            return None, one_line(str(exc), 200)  # (it quotes the answer: the model's text, read back to it)
+        return read_answer(answer, self.space)
 
     def _record(self, obs: dict, rewards: dict, terms: dict, truncs: dict, infos: dict) -> Turn:
         reward = float(rewards.get(self.agent, 0.0))
@@ -148,4 +153,4 @@ class FocalGame:
             self._record(*self.env.step({}))
 
 
-__all__ = ["FocalGame", "Turn"]
+__all__ = ["FocalGame", "Turn", "read_answer"]
