@@ -19,6 +19,7 @@ class FakeOpenAI:
 
     def __init__(self, answer: str = "3", logprobs: Optional[list[float]] = None, ids: bool = False) -> None:
         self.answer, self.logprobs, self.ids = answer, logprobs, ids
+        self.fail = False  # True: every request is answered 503 (a server that is up but cannot answer)
         self.requests: list[dict[str, Any]] = []
         fake = self
 
@@ -26,8 +27,8 @@ class FakeOpenAI:
             def do_POST(self) -> None:  # noqa: N802 - the http.server's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 fake.requests.append(body)
-                data = json.dumps(fake.reply(body)).encode()
-                self.send_response(200)
+                data = json.dumps({"error": {"message": "overloaded"}} if fake.fail else fake.reply(body)).encode()
+                self.send_response(503 if fake.fail else 200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

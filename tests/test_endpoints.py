@@ -6,7 +6,10 @@ import socket
 
 import pytest
 
+from agents.llm.base import Answer
+from agents.llm.endpoints import EndpointsLLM
 from agents.llm.factory import chat_model_id
+from sim.contracts.backend import BackendUnavailable
 from conftest import cli, cli_json
 from fakeopenai import FakeOpenAI
 from sim.core.spec import LLMSpec, group_llm
@@ -56,15 +59,63 @@ def test_a_server_that_is_down_leaves_its_shards_to_the_others(db_url):
     assert proc.returncode != 0 and "no server answers" in proc.stdout + proc.stderr, proc.stderr
 
 
+def test_a_server_that_failed_is_left_out_of_the_next_batches(db_url):
+    """A server answering 503 is asked in the first batch only: a 3-month run sends it no more calls than a 1-month
+    run (each a new process's backend), the live server answering the rest; both runs finish without fallbacks."""
+    asked = []
+    for ticks, seed in (("1", "5"), ("3", "6")):
+        with FakeOpenAI(answer="4") as failing, FakeOpenAI(answer="4") as live:
+            failing.fail = True
+            run = cli_json("run", "commons", "--policy", "llm", "--ticks", ticks, "--seed", seed, "--set", "fishers=8",
+                           "--set", "llm.provider=served", "--set", "llm.model=fake", "--set", "llm.max_retries=0",
+                           "--set", f"llm.endpoints=[{failing.url}, {live.url}]", db=db_url)
+            assert run["status"] == "finished" and run["fallbacks"] == 0
+            asked.append(len(failing.requests))
+    assert 0 < asked[0] == asked[1], asked
+
+
+class _Server:
+    """A server's ChatLLM stand-in: answers its number, or fails every call while `up` is False."""
+
+    def __init__(self, name: int) -> None:
+        self.name, self.up, self.calls = name, True, 0
+
+    def answer(self, requests, messages):
+        self.calls += 1
+        if not self.up:
+            raise BackendUnavailable(f"server {self.name} unreachable")
+        return [Answer(value=self.name) for _ in requests]
+
+
+def test_a_server_left_out_is_tried_again_when_the_others_fail():
+    """A server that failed sits out the next batch; when the others fail in that batch it is asked after all, and
+    when every server fails the batch fails in one BackendUnavailable."""
+    a, b = _Server(0), _Server(1)
+    llm = EndpointsLLM([a, b])
+    requests, messages = [object()] * 8, [[{"role": "user", "content": f"q{i}"}] for i in range(8)]
+    a.up = False
+    assert {x.value for x in llm.answer(requests, messages)} == {1}
+    a.up, calls = True, a.calls
+    assert {x.value for x in llm.answer(requests, messages)} == {1} and a.calls == calls  # a sits out
+    b.up = False
+    assert {x.value for x in llm.answer(requests, messages)} == {0}  # b failed, so a, left out, is asked
+    a.up = False
+    with pytest.raises(BackendUnavailable, match="no server answers"):
+        llm.answer(requests, messages)
+
+
 def test_bad_endpoints_are_refused_before_storing(tmp_path):
-    """Endpoints of a local model, endpoint and endpoints together, a server listed twice, a non-URL, replicas of a
-    served model: one line, exit 2, nothing stored."""
+    """Endpoints of a local model, endpoint and endpoints together, a server listed twice (a trailing slash is the same
+    server), a server in llm.args, a non-URL, replicas of a served model: one line, exit 2, nothing stored."""
     db = tmp_path / "runs.db"
     served = ["--set", "llm.provider=served", "--set", "llm.model=fake"]
     cases = [(["--set", "llm.endpoints=[http://127.0.0.1:9/v1]"], "llm.endpoints is for a served model"),
              ([*served, "--set", "llm.endpoint=http://127.0.0.1:9/v1", "--set", "llm.endpoints=[http://127.0.0.1:8/v1]"],
               "not both"),
              ([*served, "--set", "llm.endpoints=[http://127.0.0.1:9/v1, http://127.0.0.1:9/v1]"], "twice"),
+             ([*served, "--set", "llm.endpoints=[http://127.0.0.1:9/v1, http://127.0.0.1:9/v1/]"], "twice"),
+             ([*served, "--set", "llm.endpoints=[http://127.0.0.1:9/v1, http://127.0.0.1:8/v1]",
+               "--set", "llm.args={base_url: http://127.0.0.1:7/v1}"], "llm.args.base_url"),
              ([*served, "--set", "llm.endpoints=[nope]"], "bad value for 'llm.endpoints"),
              ([*served, "--set", "llm.endpoints=[]"], "bad value for 'llm.endpoints'"),
              ([*served, "--set", "llm.endpoints=[http://127.0.0.1:9/v1]", "--replicas", "2"], "llm.endpoints")]

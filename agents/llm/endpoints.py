@@ -10,12 +10,15 @@ when done: its own planned shards, then those of the server with the most left.
 A served request's answer depends on its own prompt and seed only (one HTTP call each), so the answers are the
 same whichever server answers and however the batch is cut: the shards may follow the number of servers. A
 server that stops answering (every call of its shard failed) is left out for the rest of the batch and its shard
-goes to the others; when none answers, the batch fails as a single server's does (`BackendUnavailable`).
+goes to the others; it is left out of the batches of the next `RETRY_DOWN_S` seconds too (each would otherwise wait
+for its calls to fail again), unless the others fail as well; when none answers, the batch fails as a
+single server's does (`BackendUnavailable`).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Optional
@@ -29,6 +32,8 @@ from sim.core.contracts import DecisionRequest
 
 #: shards a server takes in a batch, about: more than one, so that one finishing early takes some of a slow one's
 SHARDS_PER_ENDPOINT = 2
+#: seconds a server that did not answer is left out of later batches before it is tried again
+RETRY_DOWN_S = 30.0
 
 
 def served_rules(requests: int, servers: int) -> LayoutRules:
@@ -46,6 +51,7 @@ class EndpointsLLM:
         self.chats = list(chats)
         self.threads = ThreadPoolExecutor(max_workers=len(self.chats), thread_name_prefix="societas-endpoint")
         self.answered = [0] * len(self.chats)  # requests each server answered (for reports and tests)
+        self.down_until = [0.0] * len(self.chats)  # time.monotonic() until which a server that failed is left out
 
     def answer(self, requests: Sequence[DecisionRequest], messages: Sequence[Messages]) -> list[Answer]:
         """The batch's shards answered by the servers, each taking the next as it finishes one; the answers back in
@@ -57,7 +63,11 @@ class EndpointsLLM:
         out: list[Optional[Answer]] = [None] * len(requests)
         running: dict[Future, tuple[int, int]] = {}
         idle: list[int] = []
-        down: dict[int, str] = {}
+        now = time.monotonic()
+        resting = [k for k, until in enumerate(self.down_until) if until > now]
+        if len(resting) == len(self.chats):  # every server failed lately: try them all again
+            resting = []
+        down: dict[int, str] = {k: "it did not answer a moment ago" for k in resting}
 
         def send(k: int) -> None:
             i = plan.next(k)
@@ -68,7 +78,8 @@ class EndpointsLLM:
             running[self.threads.submit(self.chats[k].answer, [requests[j] for j in part], [messages[j] for j in part])] = (k, i)
 
         for k in range(len(self.chats)):
-            send(k)
+            if k not in down:
+                send(k)
         while running:
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for future in done:
@@ -77,14 +88,21 @@ class EndpointsLLM:
                     got = future.result()
                 except BackendUnavailable as exc:  # this server is down: its shard (and plan) go to the others
                     down[k] = str(exc)
+                    self.down_until[k] = time.monotonic() + RETRY_DOWN_S
                     plan.again(i)
                     while idle and plan.pending():
                         send(idle.pop())
                     if len(down) == len(self.chats):
-                        raise BackendUnavailable(f"no server answers: {down[k]}") from None
+                        if not resting:
+                            raise BackendUnavailable(f"no server answers: {down[k]}") from None
+                        for r in resting:  # the others failed now: those left out are the batch's last chance
+                            del down[r]
+                            send(r)
+                        resting = []
                     continue
                 for j, a in zip(parts[i], got):
                     out[j] = a
                 self.answered[k] += len(got)
+                self.down_until[k] = 0.0
                 send(k)
         return out  # type: ignore[return-value]

@@ -127,6 +127,8 @@ def _once(make: Callable[[], LLM]) -> Callable[[], LLM]:
     return get
 
 
+#: ChatOpenAI's arguments naming its server, which a served model takes from llm.endpoint / llm.endpoints only
+SERVER_ARGS = ("base_url", "openai_api_base")
 #: the chat class a `served` LLM is asked through: any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama)
 SERVED_CLASS = "langchain_openai:ChatOpenAI"
 
@@ -143,6 +145,10 @@ def served_urls(llm: LLMSpec) -> list[str]:
     if not llm.endpoint and not llm.endpoints:
         raise UsageError("llm.provider is 'served' but no llm.endpoint is given (the server's base URL, e.g. "
                          "http://127.0.0.1:8000/v1; several servers: llm.endpoints)")
+    named = [k for k in SERVER_ARGS if k in llm.args]
+    if named:  # it would send every server's calls to one URL, and leave the cache key naming another
+        raise UsageError(f"llm.args.{named[0]}: a served model's server is given by llm.endpoint (or llm.endpoints), "
+                         "not in llm.args")
     return list(llm.endpoints or [llm.endpoint])
 
 

@@ -74,8 +74,10 @@ class LLMSpec(StrictNumbers):
     @field_validator("endpoints")
     @classmethod
     def _distinct(cls, urls: Optional[tuple[str, ...]]) -> Optional[tuple[str, ...]]:
-        if urls is not None and len(set(urls)) < len(urls):
-            raise ValueError(f"lists {next(u for u in urls if urls.count(u) > 1)!r} twice; give each server once")
+        same = [u.rstrip("/") for u in urls or ()]  # "http://a/v1/" is "http://a/v1"
+        if len(set(same)) < len(same):
+            raise ValueError(f"lists {next(u for u, v in zip(urls, same) if same.count(v) > 1)!r} twice; give each "
+                             "server once")
         return urls
 
     @model_serializer(mode="wrap")
