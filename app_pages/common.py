@@ -446,12 +446,13 @@ def choose_agent(ids: list[int], labels: Optional[dict[int, str]] = None, label:
 def one_of(label: str, options: list[str], key: str, *, url: Optional[str] = None, **kwargs: Any) -> Optional[str]:
     """A segmented control that always has one of `options` chosen (the first until one is clicked; a click on the
     chosen one keeps it): what a page draws of several views, one at a time, since the browser draws every chart of
-    a first view (a hidden tab's or expander's too). With `url`, the choice is in the URL under that name (its first
-    word, lower case: `?view=degree`; the first option writes nothing), so a link opens the same view. None when there
-    are no options; with one, no control."""
+    a first view (a hidden tab's or expander's too). With `url`, the choice is in the URL under that name (`url_slugs`:
+    its first word, lower case, `?view=degree`; the first option writes nothing), so a link opens the same view. None
+    when there are no options; with one, no control."""
     if not options:
         return None
-    last, slugs = f"{key}_last", {o.split()[0].lower(): o for o in options}
+    named = url_slugs(options)
+    last, slugs = f"{key}_last", {slug: o for o, slug in named.items()}
     linked = slugs.get(url_value(url) or "") if url else None
     if linked is not None and linked != st.session_state.get(last):  # a link followed (or the first view)
         st.session_state[key] = linked
@@ -464,8 +465,23 @@ def one_of(label: str, options: list[str], key: str, *, url: Optional[str] = Non
         chosen = st.session_state.get(last) if st.session_state.get(last) in options else options[0]
     st.session_state[last] = chosen
     if url:
-        set_url(url, None if chosen == options[0] else chosen.split()[0].lower())
+        set_url(url, None if chosen == options[0] else named[chosen])
     return chosen
+
+
+def url_slugs(options: list[str]) -> dict[str, str]:
+    """Each option's name in a URL: its first word, lower case; where options share a first word ("reward mean",
+    "reward gini"), the whole label in lower case, spaces as "-" (a name that is still taken gets its place: "-2")."""
+    first = [o.split()[0].lower() if o.split() else "" for o in options]
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for i, (o, word) in enumerate(zip(options, first)):
+        slug = word if first.count(word) == 1 and word else "-".join(o.lower().split())
+        if slug in taken or not slug:
+            slug = f"{slug}-{i + 1}"
+        taken.add(slug)
+        out[o] = slug
+    return out
 
 
 def _keep_one(key: str) -> None:

@@ -238,3 +238,15 @@ def test_over_usage_counts_every_tick_of_a_run_longer_than_one_case(tmp_path, mo
             expected[aid] = expected.get(aid, 0) + (value > limit + 1e-9)
     assert got["over_usage"].to_dict() == expected and got["usage_decisions"].sum() == sum(1 for s in steps if "harvest" in s.action)
     assert sum(expected.values()) > 0
+
+
+def test_a_views_url_name_is_its_own_even_where_options_share_a_first_word():
+    """Options sharing a first word each get a URL name of their own (the first word once named the last of them, so
+    a link opened another chart); a lone first word stays the short name; every name maps back to its option."""
+    from app_pages.common import url_slugs
+
+    options = ["reward mean", "reward gini", "stock", "x y", "x  y", ""]
+    named = url_slugs(options)
+    assert named["stock"] == "stock" and named["reward mean"] == "reward-mean" and named["reward gini"] == "reward-gini"
+    assert len(set(named.values())) == len(options) and all(named.values())
+    assert url_slugs(["Graph", "Degree distribution"]) == {"Graph": "graph", "Degree distribution": "degree"}
