@@ -254,10 +254,10 @@ class SocietyEnv(ParallelEnv):
         for record in bridge.take_ticks():  # the ticks committed before it
             self.tick, self.last_metrics = record.tick, dict(record.metrics)
             self.run_id = bridge.run_id
-            for st in _steps_of(record.steps, focal):
-                rewards[st.agent_id] = rewards.get(st.agent_id, 0.0) + float(st.reward)
-                vec = vectors.setdefault(st.agent_id, {})
-                for k, v in (st.components or {}).items():
+            for aid, reward, components in _rewards_of(record.steps, focal):
+                rewards[aid] = rewards.get(aid, 0.0) + float(reward)
+                vec = vectors.setdefault(aid, {})
+                for k, v in (components or {}).items():
                     vec[k] = vec.get(k, 0.0) + float(v)
         kind = msg[0]
         if kind == "decide":
@@ -372,11 +372,14 @@ def _play(spec: RunSpec, store: Store, backends: dict[str, Any], bridge: Outside
         bridge.to_env.put(("error", exc))
 
 
-def _steps_of(steps: Sequence[Any], agents: set[int]) -> list[Any]:
-    """The AgentStepRecords of `agents` in a tick's steps (of columns, only theirs are made)."""
+def _rewards_of(steps: Sequence[Any], agents: set[int]) -> list[tuple[int, float, Optional[dict[str, float]]]]:
+    """(agent id, reward, reward vector) of each of `agents` in a tick's steps; of columns, read from the columns
+    (no AgentStepRecord is made: an env reads one or a few agents of a tick, at every step)."""
     if isinstance(steps, StepColumns):
-        return [steps[i] for i, aid in enumerate(steps.agent_ids) if aid in agents]
-    return [st for st in steps if st.agent_id in agents]
+        vectors = steps.vectors
+        return [(aid, steps.rewards[i], None if vectors is None else vectors.vector(i))
+                for i, aid in enumerate(steps.agent_ids) if aid in agents]
+    return [(st.agent_id, st.reward, st.components) for st in steps if st.agent_id in agents]
 
 
 def _checked_seed(seed: Any) -> int:
