@@ -152,7 +152,8 @@ def test_an_env_dropped_mid_episode_leaves_a_whole_store(tmp_path, end):
 
 @pytest.mark.parametrize("kwargs, says", [({"db": 123}, "'db'"), ({"name": None}, "'name'"), ({"name": ""}, "'name'"),
                                           ({"seed": -3}, "'seed'"), ({"seed": 1.5}, "'seed'"), ({"months": True}, "months"),
-                                          ({"render_mode": "human"}, "render_mode")])
+                                          ({"render_mode": "human"}, "render_mode"), ({"commit_every": 0}, "'commit_every'"),
+                                          ({"commit_every": 2.5}, "'commit_every'"), ({"commit_every": True}, "'commit_every'")])
 def test_bad_constructor_arguments_are_refused_in_one_line(kwargs, says, db_url):
     """The env's own arguments are checked like reset's: UsageError naming the argument, nothing stored."""
     with pytest.raises(UsageError, match=says):
