@@ -132,6 +132,10 @@ def test_an_episode_killed_mid_group_keeps_its_committed_groups_and_resumes_from
     assert [t.tick for t in store.ticks(run_id)] == [1, 2, 3, 4]
     assert {s.tick for s in store.steps(run_id)} == {1, 2, 3, 4}
 
+    proc = cli("resume", run_id, db=url)  # no policy to go on with here: refused in one line, the run left as it is
+    assert proc.returncode == 2 and "env episode" in proc.stderr and "Traceback" not in proc.stderr
+    assert cli_json("list", db=url) == [listed]
+
     resumed = resume_run(store, run_id, llm_factory=Constant)
     assert (resumed.run_id, resumed.status, resumed.ticks) == (run_id, "finished", 12)
     reference = parallel_env("commons", db=url, seed=5, commit_every=1, fishers=3, months=12)
