@@ -1,5 +1,5 @@
-"""The run store: one transaction per tick, and every write of runs, ticks, calls and sweeps, and the reads the
-runner, the CLI and analysis make.
+"""The run store: one transaction per tick (an env episode's: per group of ticks, `sim.store.grouped`), and every
+write of runs, ticks, calls and sweeps, and the reads the runner, the CLI and analysis make.
 
 The store is the one door to the database: this module holds every write and the platform's reads; the app's
 read-only queries, aggregated in SQL on an engine that never creates or migrates a database, are beside it
@@ -59,7 +59,7 @@ def _shielded_call(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @_shield_methods
 class Store:
-    """Reads and writes runs; every tick is committed in one transaction."""
+    """Reads and writes runs; every tick is committed in one transaction (`commit_ticks`: several ticks in one)."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         url = as_url(url)  # a bare file path is a SQLite file
