@@ -25,7 +25,8 @@ so `societas replay` redoes the episode from the store and the app shows it.
 - Its ticks are committed `commit_every` at a time (default 10; `sim.store.grouped`), and the rest when the
   episode ends, fails, or is reset or closed: a finished episode is stored as a run made tick by tick is. A crash
   (kill -9) mid-episode loses at most `commit_every - 1` ticks: the run stays at its last committed tick
-  (`societas list` shows it stale) and `societas resume` replays it from there. While an episode runs, the store
+  (`societas list` shows it stale), and `runner.resume.resume_run(store, run_id, llm_factory=POLICY)` goes on from
+  there (the committed ticks replayed from the cache). While an episode runs, the store
   (`env.store`, another process) holds its committed ticks; `commit_every=1` commits each tick as it ends.
 - Bad input (a seed outside 0..2**63-1 or not an integer, a horizon that is not a whole number of
   ticks, actions that are not a mapping of the env's agents) raises `UsageError` before anything is
@@ -72,7 +73,7 @@ from societas.env.spaces import DecisionSpace, ObservationSpace
 AgentID = str
 MAX_SEED = 2**63 - 1
 MAX_TICKS = 10_000_000
-#: an episode's ticks committed at once by default: a crash loses at most 9, a step costs ~1/5 less CPU (docs/learning.md)
+#: an episode's ticks committed at once by default: a crash loses at most 9, an episode costs ~1/4 less CPU (docs/learning.md)
 COMMIT_EVERY = 10
 
 
