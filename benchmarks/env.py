@@ -4,7 +4,8 @@ training steps per minute.
 1. env vs run: the fishery with N fishers for M months, the focal fisher answered by a constant policy
    through the PettingZoo env (`sim.env`, one env step a month), against the same fishery with that
    fisher scripted (`fixed`, the same catch) run as `societas run` does (`runner.execution.execute`),
-   both stored in SQLite; paired rounds (benchmarks/timing.py), the ratio measured in one run. A third arm,
+   both stored in SQLite (the env's ticks committed 10 at a time, its default `commit_every`; the run's one by
+   one); paired rounds (benchmarks/timing.py), the ratio measured in one run. A third arm,
    `seat`, is the run with the focal fisher an LLM agent answered in the process (a constant LLM behind the
    store's cache, as `societas run` plays an LLM fisher): `env_over_seat` is the env's own cost (its thread
    and bridge), `seat_over_run` the cost of an LLM seat in the fishery (its prompt, its call record, the

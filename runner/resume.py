@@ -134,6 +134,10 @@ def resume_run(store: Store, run_id: str, *, force: bool = False, progress: Opti
     run = store.get_run(run_id)
     live = resume_spec(run, force=force, replicas=replicas)
     spec = RunSpec.model_validate(run.spec)
+    if spec.llm.provider == "env" and llm_factory is None:  # refused before the run is claimed: nothing changes
+        raise UsageError(f"run {run.id} is an env episode: its LLM decisions were made by a policy outside, and none is "
+                         f"here to make those after tick {run.ticks}; resume it with its policy: "
+                         f"runner.resume.resume_run(store, {run.id!r}, llm_factory=POLICY) (docs/learning.md)")
     cls = get_scenario(spec.scenario)
     check_data((run.versions or {}).get(DATA_KEY), validate_config(cls.Config, run.spec["config"]))
     count, last = store.tick_range(run.id)

@@ -121,11 +121,11 @@ def test_env_observations_rewards_and_bad_actions(db_url):
     obs, rew, term, trunc, info = env.step({"agent_1": 4.0, "agent_2": "many fish"})  # agent 2: outside the space
     assert rew == {"agent_1": 4.0, "agent_2": 0.0}  # private reward = own catch; the default (0) for agent 2
     assert info["agent_1"]["reward_vector"]["catch"] == 4.0
-    store = Store(db_url)
-    steps = {s.agent_id: s for s in store.steps(env.run_id) if s.tick == 1}
-    assert steps[2].fallback and "outside the space" in steps[2].reason
     while env.agents:
         obs, rew, term, trunc, info = env.step({a: 1.0 for a in env.agents})
+    store = Store(db_url)  # read once the episode has ended: its ticks are committed in groups (commit_every)
+    steps = {s.agent_id: s for s in store.steps(env.run_id) if s.tick == 1}
+    assert steps[2].fallback and "outside the space" in steps[2].reason
     assert all(trunc.values()) and not any(term.values()) and store.get_run(env.run_id).status == "finished"
     env.reset(seed=6)
     first = env.run_id

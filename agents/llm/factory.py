@@ -77,8 +77,10 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
                              f"({model_id}); they can be replayed from the cache, not made again here")
 
         inner = LLMBackend(model_id, ENV_SAMPLING, llm_factory=llm_factory or outside, prompt=prompt, name=name)
-        # a live episode (its LLM given) has a new id: none of its calls can be in the cache, so none is looked up
-        return CachedBackend(inner, cache, replay, lookup=llm_factory is None) if cache is not None else inner
+        # a live episode (its LLM given) has a new id: none of its calls can be in the cache, so none is looked up;
+        # a resumed one (its LLM and a replay given) replays its committed ticks from the cache, then asks its LLM
+        lookup = llm_factory is None or replay is not None
+        return CachedBackend(inner, cache, replay, lookup=lookup) if cache is not None else inner
     if llm.provider == "local":
         model_id, sampling = model_id_for(llm.model), local_sampling(llm.temperature)
         factory = llm_factory or (pool_llm_factory(llm) if llm.replicas else  # (a given factory first)

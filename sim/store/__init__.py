@@ -1,5 +1,5 @@
 """The store, the one door to the database: SQLModel tables, the engine and its migrations, the `Store` that
-commits one tick per transaction, the app's read-only queries (`queries`, `event_queries`), run liveness and
+commits one tick per transaction (or a group of them: `grouped`, for env episodes), the app's read-only queries (`queries`, `event_queries`), run liveness and
 tick snapshots. Stands on `sim.core` only.
 
     from sim.store import Store, Run    # what scripts have long imported from here

@@ -33,8 +33,7 @@ def insert_rows(conn: Connection, table: Table, columns: Sequence[str], rows: Se
     if not rows:
         return
     dialect = conn.dialect
-    quote = dialect.identifier_preparer.quote
-    names = f"{quote(table.name)} ({', '.join(quote(c) for c in columns)})"
+    names = _names(dialect, table, tuple(columns))
     how = way(dialect)
     if how == "copy":
         _copy(conn, names, rows)
@@ -43,6 +42,14 @@ def insert_rows(conn: Connection, table: Table, columns: Sequence[str], rows: Se
     else:
         marks = ", ".join([_mark(dialect)] * len(columns))
         conn.exec_driver_sql(f"INSERT INTO {names} VALUES ({marks})", list(map(tuple, rows)))
+
+
+@functools.lru_cache(maxsize=256)
+def _names(dialect: Dialect, table: Table, columns: tuple[str, ...]) -> str:
+    """`table (col, ...)` quoted for the dialect, built once per table and engine (quoting a call row's 18 columns
+    cost every tick ~6 us)."""
+    quote = dialect.identifier_preparer.quote
+    return f"{quote(table.name)} ({', '.join(quote(c) for c in columns)})"
 
 
 def way(dialect: Dialect) -> str:

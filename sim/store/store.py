@@ -1,5 +1,5 @@
-"""The run store: one transaction per tick, and every write of runs, ticks, calls and sweeps, and the reads the
-runner, the CLI and analysis make.
+"""The run store: one transaction per tick (an env episode's: per group of ticks, `sim.store.grouped`), and every
+write of runs, ticks, calls and sweeps, and the reads the runner, the CLI and analysis make.
 
 The store is the one door to the database: this module holds every write and the platform's reads; the app's
 read-only queries, aggregated in SQL on an engine that never creates or migrates a database, are beside it
@@ -12,12 +12,13 @@ inside SQLAlchemy would otherwise leave the engine's pool locked.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import socket
 import uuid
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from sqlalchemy import case, delete, func, insert, literal, update
 from sqlalchemy import select as sa_select
@@ -58,7 +59,7 @@ def _shielded_call(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @_shield_methods
 class Store:
-    """Reads and writes runs; every tick is committed in one transaction."""
+    """Reads and writes runs; every tick is committed in one transaction (`commit_ticks`: several ticks in one)."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         url = as_url(url)  # a bare file path is a SQLite file
@@ -93,6 +94,20 @@ class Store:
         PostgreSQL, multi-row INSERTs on SQLite), encoded here once, not row by row through the ORM; the
         steps' reward vectors go in one packed row (sim.store.vectors).
         """
+        self._commit_ticks([self._tick_rows(run_id, record, llm_calls, duration_s)])
+
+    def tick_rows(self, run_id: str, record: TickRecord, llm_calls: Iterable[dict[str, Any]] = (),
+                  duration_s: float = 0.0) -> TickRows:
+        """A tick's rows, encoded now (nothing of the live model is kept), for `commit_ticks`."""
+        return self._tick_rows(run_id, record, llm_calls, duration_s)
+
+    def commit_ticks(self, ticks: Sequence[TickRows]) -> None:
+        """Commit ticks (`tick_rows`, in order) in one transaction, and each run's progress: all of them or none.
+        One tick is `record_tick`; several, an env episode's group commit (`sim.store.grouped`)."""
+        self._commit_ticks(ticks)
+
+    def _tick_rows(self, run_id: str, record: TickRecord, llm_calls: Iterable[dict[str, Any]],
+                   duration_s: float) -> TickRows:
         t = record.tick
         if isinstance(record.steps, StepColumns):
             steps = record.steps.rows((run_id, t), dumps)
@@ -100,20 +115,36 @@ class Store:
             steps = [st.row((run_id, t), dumps) for st in record.steps]
         vectors = reward_vectors(record.steps)
         dialect = self.engine.dialect
+        tick = driver_rows(dialect, Tick.__table__, _TICK_COLUMNS, ({"run_id": run_id, "tick": t, "metrics": record.metrics,
+                                                                     "state": record.state, "duration_s": duration_s},), dumps)
         events = driver_rows(dialect, EventRow.__table__, _EVENT_COLUMNS,
                              ({"run_id": run_id, "tick": t, "kind": ev.kind, "actor": ev.actor, "target": ev.target,
                                "data": ev.data} for ev in record.events), dumps)
         calls = driver_rows(dialect, LLMCall.__table__, _CALL_COLUMNS, (_call_row({"run_id": run_id, **c}) for c in llm_calls),
                             dumps)
+        packed = None if vectors is None else {"run_id": run_id, "tick": t, "data": pack(vectors)}
+        return TickRows(run_id, t, tick, steps, packed, events, calls)
+
+    def _commit_ticks(self, ticks: Sequence[TickRows]) -> None:
+        if not ticks:
+            return
+        if len(ticks) == 1:
+            [one] = ticks
+            rows, steps, events, calls = one.tick, one.steps, one.events, one.calls
+        else:
+            rows, steps, events, calls = (list(itertools.chain.from_iterable(getattr(t, name) for t in ticks))
+                                          for name in ("tick", "steps", "events", "calls"))
+        vectors = [t.vectors for t in ticks if t.vectors is not None]
+        last = {t.run_id: t.number for t in ticks}
         with self.engine.begin() as conn:
-            conn.execute(insert(Tick.__table__), [{"run_id": run_id, "tick": t, "metrics": record.metrics,
-                                                   "state": record.state, "duration_s": duration_s}])
+            insert_rows(conn, Tick.__table__, _TICK_COLUMNS, rows)
             insert_rows(conn, AgentStep.__table__, _STEP_COLUMNS, steps)
-            if vectors is not None:
-                conn.execute(insert(RewardVectorsRow.__table__), [{"run_id": run_id, "tick": t, "data": pack(vectors)}])
+            if vectors:
+                conn.execute(insert(RewardVectorsRow.__table__), vectors)
             insert_rows(conn, EventRow.__table__, _EVENT_COLUMNS, events)
             insert_rows(conn, LLMCall.__table__, _CALL_COLUMNS, calls)
-            conn.execute(update(Run.__table__).where(Run.__table__.c.id == run_id).values(ticks=t, heartbeat_at=utc_now()))
+            for run_id, t in last.items():
+                conn.execute(update(Run.__table__).where(Run.__table__.c.id == run_id).values(ticks=t, heartbeat_at=utc_now()))
 
     def set_initial(self, run_id: str, initial: dict[str, Any]) -> None:
         """Store what the run starts from (`SocietyModel.initial_state`), once: a run that has it keeps it (a resumed
@@ -395,6 +426,7 @@ class Store:
 
 
 #: the columns each bulk insert fills (sim.store.bulk), in the order of its rows; ids come from the database
+_TICK_COLUMNS = ("run_id", "tick", "metrics", "state", "duration_s")
 _STEP_COLUMNS = ("run_id", "tick", "agent_id", "backend", "action", "payoff", "reward", "fallback", "reason", "memory")
 _EVENT_COLUMNS = ("run_id", "tick", "kind", "actor", "target", "data")
 _CALL_COLUMNS = tuple(c.name for c in LLMCall.__table__.columns if c.name != "id")
@@ -418,6 +450,19 @@ def _order(model: type[SQLModel]) -> tuple[Any, ...]:
     """The order a per-run table's rows are read in: by tick, then agent (steps) or insertion (events, calls)."""
     c = model.__table__.c
     return (c.tick, c.agent_id) if model is AgentStep else (c.tick, c.id) if model in (EventRow, LLMCall) else (c.tick,)
+
+
+class TickRows(NamedTuple):
+    """A tick's rows as `Store.tick_rows` encodes them: the tick's own (one), its agent steps, its packed reward
+    vectors (None: none), its events and LLM calls; `number` is the tick."""
+
+    run_id: str
+    number: int
+    tick: list[tuple]
+    steps: list[tuple]
+    vectors: Optional[dict[str, Any]]
+    events: list[tuple]
+    calls: list[tuple]
 
 
 _StepRow = namedtuple("_StepRow", [c.name for c in AgentStep.__table__.columns])  # type: ignore[misc]
