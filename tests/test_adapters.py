@@ -413,6 +413,41 @@ def test_verifiers_episode_plays_every_focal_agent_as_a_seat_and_the_world_pays(
 
 
 @needs_verifiers
+def test_verifiers_episode_stops_when_the_models_server_fails(db_url, monkeypatch):
+    """The model's server answers month 1 and then fails (503): the episode is not ok and says which seat's exchange
+    failed; its run is stored as failed, not finished on the world's defaults, and no seat is paid."""
+    import asyncio
+
+    import verifiers.v1 as vf
+    from verifiers.v1.utils.loaders import load_environment
+
+    from societas.adapters.verifiers import PLUGIN, REWARD, SocietasEnvConfig
+
+    monkeypatch.setenv("FAKE_KEY", "x")
+    env = load_environment(SocietasEnvConfig(taskset={"id": PLUGIN, "world": {"world": {**DUO, "months": 3},
+                                                                              "db": db_url}, "seeds": [4]}))
+    task = next(iter(env.taskset))
+
+    async def play(url):
+        ctx = vf.ModelContext(model="fake", client=vf.EvalClientConfig(base_url=url, api_key_var="FAKE_KEY"))
+        async with env.serving():
+            return await env.run_episode(task, ctx)
+
+    def answer(body):
+        fake.fail = len(fake.requests) > 2  # month 1's two requests answered, every later one a 503
+        return "4"
+
+    with _scripted_server(answer) as fake:
+        episode = asyncio.run(play(fake.url))
+    assert not episode.ok and any("exchange with the model failed" in e.message for e in episode.errors), episode.errors
+    path = db_url.removeprefix("sqlite:///")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        runs = con.execute("select status, ticks from runs").fetchall()
+    assert runs == [("failed", 1)]
+    assert all(REWARD not in t.rewards for t in episode.traces)
+
+
+@needs_verifiers
 def test_verifiers_refuses_a_bad_world_when_its_config_is_parsed(db_url, tmp_path):
     """A world the adapter cannot play (no focal agent, a field out of range) is refused when verifiers parses the run's
     config: in Python a validation error saying why, from verifiers' `eval` its clean exit (no traceback, no episode),

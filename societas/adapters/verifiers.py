@@ -12,7 +12,9 @@ scenario (a stored run, `societas.env.SocietyEnv`) so:
   messages as the platform sends them to an LLM agent (the system text and the question), later turns the
   question alone; the reply is parsed as the platform parses an LLM's text (`agents.llm.parse`), and a
   reply that does not parse is handed to the world as the raw text (the run records it and takes the
-  request's default), the model told so on its next turn;
+  request's default), the model told so on its next turn; a seat whose exchange ends (a turn limit) is given the
+  request's default from then on, but one whose exchange fails (the model's server down) ends the episode
+  (`SeatFailed`): its run is stored as failed and no seat is paid;
 - each seat's reward (`REWARD` on its trace) is what the world paid that agent over the episode (the reward
   layer's, in the scenario's reward mode), and each reward-vector component is a metric (`reward_<name>`);
   the stored run's id is in the trace's `info["societas"]`.
@@ -44,6 +46,7 @@ from pydantic import Field, model_validator
 from verifiers.v1.harnesses.null.harness import NullHarness
 
 from sim.core.errors import UsageError
+from sim.core.text import one_line
 from societas.adapters.focal import read_answer
 from societas.env import SocietyEnv
 
@@ -147,7 +150,12 @@ class SocietasEnv(vf.Env[SocietasEnvConfig]):
                 obs, _ = await asyncio.to_thread(env.reset, seed=data.seed, options=options)
                 while env.agents:
                     deciding = [a for a in env.agents if obs.get(a, {}).get("messages")]
-                    replies = await asyncio.gather(*(seats.ask(a, obs[a]["messages"]) for a in deciding))
+                    # every seat's turn ends before a failure is raised (none is left running as the exchanges close)
+                    replies = await asyncio.gather(*(seats.ask(a, obs[a]["messages"]) for a in deciding),
+                                                   return_exceptions=True)
+                    failed = next((r for r in replies if isinstance(r, BaseException)), None)
+                    if failed is not None:
+                        raise failed
                     actions = {}
                     for agent, reply in zip(deciding, replies):
                         if reply is not None:  # None: its exchange ended, the world takes the default
@@ -165,6 +173,11 @@ def open_env(world: SocietasWorld, seed: int = 0) -> SocietyEnv:
     """`world` as a `SocietyEnv` (UsageError on bad input: a scenario, field or seed it refuses, no focal agent)."""
     return SocietyEnv(world.scenario, db=world.db, name=world.label, config=world.config_file, sets=tuple(world.sets),
                       seed=seed, **world.world)
+
+
+class SeatFailed(RuntimeError):
+    """A seat's exchange ended in an error (the model's server down, say): the episode stops there, its run stored as
+    failed, rather than going on with the world's defaults for that agent as if the policy had chosen nothing."""
 
 
 class _Seats:
@@ -195,6 +208,10 @@ class _Seats:
         segment = await seat.turn(turn)
         if segment.terminated:
             self.over.add(agent)
+            failed = seat.trace.errors
+            if failed:  # the model could not be asked (its server down): no decision of the policy's, no episode
+                raise SeatFailed(f"{agent}'s exchange with the model failed ({one_line(failed[-1].message, 300)}); the "
+                                 f"episode stops, its run stored as failed")
             return None
         return segment.last_reply
 
@@ -237,4 +254,4 @@ class _ThisPython:
 
 
 __all__ = ["SocietasWorld", "SocietasData", "SocietasTasksetConfig", "SocietasTask", "SocietasTaskset", "SocietasHarness",
-           "SocietasEnvConfig", "SocietasEnv", "open_env", "REWARD", "PLUGIN"]
+           "SocietasEnvConfig", "SocietasEnv", "SeatFailed", "open_env", "REWARD", "PLUGIN"]
