@@ -96,7 +96,7 @@ def test_an_older_schema_is_refused_until_upgraded_and_a_newer_one_always(tmp_pa
     from sqlalchemy import create_engine, text
 
     from sim.core.errors import UsageError
-    from sim.store.schema import HEAD, upgrade
+    from sim.store.schema import HEAD, check_writable, upgrade
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = create_engine(url)
@@ -106,12 +106,18 @@ def test_an_older_schema_is_refused_until_upgraded_and_a_newer_one_always(tmp_pa
         command.upgrade(cfg, "0004")
     with pytest.raises(UsageError, match=f"schema is 0004, this societas needs {HEAD}: run `societas db upgrade`"):
         Store(url, create=False)
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("old.db*")}
+    with pytest.raises(UsageError, match=f"schema is 0004, this societas needs {HEAD}"):
+        check_writable(url)  # what a configuration naming the store checks: refused too, its files untouched
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("old.db*")} == before
+    check_writable(f"sqlite:///{tmp_path / 'new.db'}")  # a store not made yet is fine, and is not made by the check
+    assert not (tmp_path / "new.db").exists()
     assert upgrade(url) == f"upgraded 0004 -> {HEAD}"
     assert Store(url, create=False).list_runs() == []
     assert upgrade(url) == "already at the newest schema"
     with engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
-    for attempt in (lambda: Store(url, create=False), lambda: upgrade(url)):
+    for attempt in (lambda: Store(url, create=False), lambda: upgrade(url), lambda: check_writable(url)):
         with pytest.raises(UsageError, match="schema \\(9999\\) is not one this societas knows .* a newer societas wrote it"):
             attempt()
     engine.dispose()

@@ -151,14 +151,44 @@ def prepare_schema(engine: Engine, path: Optional[Path] = None, *, upgrade: bool
         current, head = schema_versions(engine)  # another process may have done it meanwhile
         if current == head:
             return "current"
-        if current is not None and current not in known_revisions():
-            raise UsageError(f"the store's schema ({current}) is not one this societas knows (newest: {head}); "
-                             "a newer societas wrote it: upgrade societas to read it")
-        if current is not None and not upgrade:
-            raise UsageError(f"the store's schema is {current}, this societas needs {head}: "
-                             "run `societas db upgrade` (with the same --db) first")
+        if current is not None and (not upgrade or current not in known_revisions()):
+            raise UsageError(_schema_refusal(current, head))
         _migrate(engine)
         return "created" if current is None else f"upgraded {current} -> {head}"
+
+
+def _schema_refusal(current: str, head: str) -> str:
+    """Why a store at schema `current` (not `head`) is not opened: a newer societas wrote it, or it needs an upgrade."""
+    if current not in known_revisions():
+        return (f"the store's schema ({current}) is not one this societas knows (newest: {head}); a newer societas "
+                "wrote it: upgrade societas to read it")
+    return f"the store's schema is {current}, this societas needs {head}: run `societas db upgrade` (with the same --db) first"
+
+
+def check_writable(url: str) -> None:
+    """A UsageError if `make_engine(url)` would refuse the store (a folder that does not exist, a file that is not a
+    database, a server that cannot be reached, a schema to upgrade or too new), found without creating or writing
+    anything: what a configuration naming a store checks before it is used (verifiers' adapter)."""
+    path = sqlite_path(url)
+    if path is not None:
+        if path.is_dir():
+            raise UsageError(f"cannot open database {url!r}: {str(path)!r} is a folder")
+        if not path.exists():
+            if not path.parent.is_dir():
+                raise UsageError(f"cannot open database {url!r}: folder {str(path.parent)!r} does not exist")
+            return  # a new store, created at first use
+    try:  # a SQLite file read-only (the store's engine sets its pragmas, WAL mode: a write)
+        engine = _engine(url) if path is None else create_engine(f"sqlite:///file:{path.resolve()}?mode=ro&uri=true")
+        try:
+            current, head = schema_versions(engine)
+        finally:
+            engine.dispose()
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+        raise UsageError(f"cannot open database {url!r}: {str(exc).splitlines()[0]}") from None
+    except SQLAlchemyError as exc:
+        raise UsageError(f"cannot open database {url!r}: {str(getattr(exc, 'orig', exc)).splitlines()[0]}") from None
+    if current is not None and current != head:
+        raise UsageError(_schema_refusal(current, head))
 
 
 def known_revisions() -> set[str]:

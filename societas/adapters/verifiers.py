@@ -21,8 +21,8 @@ scenario (a stored run, `societas.env.SocietyEnv`) so:
 
 `SocietasTaskset` makes one task per episode seed (`seeds`) of a `SocietasWorld` (the scenario, config
 file, `--set` pairs and fields, `world`, as `societas.env.parallel_env` takes them; episodes stored in
-`db`), which is checked when the config is parsed (verifiers' commands refuse a bad one with their config
-error); every task carries its world. Its tasks' `validate` (verifiers' model-free `validate` command)
+`db`), which is checked when the config is parsed, its seeds and its store too (verifiers' commands refuse a bad
+one with their config error, nothing stored); every task carries its world. Its tasks' `validate` (verifiers' model-free `validate` command)
 builds the world with the task's seed.
 `SocietasHarness` is verifiers' `null` harness (a plain chat loop) run by this interpreter rather than in
 an environment `uv` builds from the network: its needs (openai, mcp, httpx, tenacity) are ours. verifiers
@@ -39,7 +39,7 @@ import hashlib
 import sys
 import uuid
 from contextlib import AsyncExitStack
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
@@ -48,10 +48,15 @@ from verifiers.v1.harnesses.null.harness import NullHarness
 from sim.core.errors import UsageError
 from sim.core.text import one_line
 from societas.adapters.focal import read_answer
+from sim.store.schema import check_writable
+from sim.store.urls import as_url
 from societas.env import SocietyEnv
+from societas.env.parallel import MAX_SEED
 
 #: the reward each seat's trace carries: what the world paid its agent over the episode
 REWARD = "world_reward"
+#: where episodes are stored when the world names no `db` (SocietyEnv's default: runs.db in the current folder)
+DEFAULT_STORE = "sqlite:///runs.db"
 #: the plugin id verifiers knows the taskset, env and harness by (`eval societas-verifiers`)
 PLUGIN = "societas-verifiers"
 
@@ -78,17 +83,19 @@ class SocietasData(vf.TaskData):
 
 
 class SocietasTasksetConfig(vf.TasksetConfig):
-    """The world every task plays and the episodes' seeds (one task each). The world is checked when the config is
-    parsed (built once on an in-memory store): verifiers' commands then refuse a bad one in their own clean exit."""
+    """The world every task plays and the episodes' seeds (one task each, each a seed the platform takes). The world is
+    checked when the config is parsed (built once on an in-memory store), and its store (opened without creating or
+    writing it): verifiers' commands then refuse a bad one in their own clean exit, nothing stored."""
 
     world: SocietasWorld = SocietasWorld()
-    seeds: list[int] = [0]
+    seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field([0], min_length=1)
     ticks: Optional[int] = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _world_plays(self) -> "SocietasTasksetConfig":
         try:
             open_env(self.world.model_copy(update={"db": "sqlite://"})).close()
+            check_writable(as_url(self.world.db or DEFAULT_STORE))
         except UsageError as exc:
             raise ValueError(str(exc)) from None
         return self
@@ -171,7 +178,7 @@ class SocietasEnv(vf.Env[SocietasEnvConfig]):
 
 def open_env(world: SocietasWorld, seed: int = 0) -> SocietyEnv:
     """`world` as a `SocietyEnv` (UsageError on bad input: a scenario, field or seed it refuses, no focal agent)."""
-    return SocietyEnv(world.scenario, db=world.db, name=world.label, config=world.config_file, sets=tuple(world.sets),
+    return SocietyEnv(world.scenario, db=world.db or DEFAULT_STORE, name=world.label, config=world.config_file, sets=tuple(world.sets),
                       seed=seed, **world.world)
 
 
