@@ -349,6 +349,8 @@ population = [{population}]
 def test_verifiers_own_validate_passes_the_tasks_and_fails_a_bad_seed(db_url, tmp_path):
     """verifiers' `validate` (its model-free task checks, run as its CLI runs them) finds the tasks of good seeds valid,
     and a task of a seed the world refuses invalid (a seed the taskset's config refuses never makes a task: below)."""
+    import asyncio
+
     from societas.adapters.verifiers import SocietasData, SocietasTask, SocietasWorld
 
     config = _verifiers_toml(tmp_path / "validate.toml", db_url, [1, 2], head="", prefix="")
@@ -359,8 +361,6 @@ def test_verifiers_own_validate_passes_the_tasks_and_fails_a_bad_seed(db_url, tm
     assert summary["total"] == 2 and summary["outcomes"]["valid"] == 2, proc.stderr[-2000:]
     rows = [json.loads(line) for line in next((tmp_path / "out").glob("*/results.jsonl")).read_text().splitlines()]
     assert {r["name"]: r["valid"] for r in rows} == {"commons#seed=1": True, "commons#seed=2": True}
-    import asyncio
-
     world = SocietasWorld(world=DUO, db=db_url)
     assert asyncio.run(SocietasTask(SocietasData(idx=0, name="bad", prompt=None, world=world, seed=-1)).validate(None)) is False
     assert asyncio.run(SocietasTask(SocietasData(idx=0, name="ok", prompt=None, world=world, seed=3)).validate(None)) is True
