@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -198,12 +199,18 @@ def known_revisions() -> set[str]:
     return {rev.revision for rev in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
 
 
+#: one Alembic command at a time in this process: its commands run through module globals (`alembic.context`,
+#: `alembic.op`), so two threads migrating stores at once, which no schema lock orders (stores in memory, or files
+#: in different folders: a verifiers eval's episodes open theirs in threads), broke each other's
+_MIGRATING = threading.Lock()
+
+
 def _migrate(engine: Engine) -> None:
     """Create the schema, or migrate it to `HEAD`, with Alembic (the caller holds the schema lock)."""
     from alembic import command
 
     cfg = _alembic_config()
-    with engine.begin() as conn:
+    with _MIGRATING, engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, HEAD)
 
