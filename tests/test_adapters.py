@@ -361,6 +361,7 @@ def test_verifiers_own_validate_passes_the_tasks_and_fails_a_bad_seed(db_url, tm
     assert summary["total"] == 2 and summary["outcomes"]["valid"] == 2, proc.stderr[-2000:]
     rows = [json.loads(line) for line in next((tmp_path / "out").glob("*/results.jsonl")).read_text().splitlines()]
     assert {r["name"]: r["valid"] for r in rows} == {"commons#seed=1": True, "commons#seed=2": True}
+    assert not Path(db_url.removeprefix("sqlite:///")).exists()  # a model-free check stores nothing, makes no store
     world = SocietasWorld(world=DUO, db=db_url)
     assert asyncio.run(SocietasTask(SocietasData(idx=0, name="bad", prompt=None, world=world, seed=-1)).validate(None)) is False
     assert asyncio.run(SocietasTask(SocietasData(idx=0, name="ok", prompt=None, world=world, seed=3)).validate(None)) is True

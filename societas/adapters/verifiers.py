@@ -102,23 +102,26 @@ class SocietasTasksetConfig(vf.TasksetConfig):
 
 
 class SocietasTask(vf.Task[SocietasData]):
-    """An episode of a world; `validate` (verifiers' model-free check) builds the world with the task's seed."""
+    """An episode of a world; `validate` (verifiers' model-free check) builds the world with the task's seed and checks
+    its store, writing nothing (a world built on an in-memory store; the store opened read-only)."""
 
     async def validate(self, runtime: Any) -> bool:
+        world = self.data.world
+
+        def check() -> None:
+            open_env(world.model_copy(update={"db": "sqlite://"}), self.data.seed).close()
+            check_writable(as_url(world.db or DEFAULT_STORE))
+
         try:
-            await asyncio.to_thread(lambda: open_env(self.data.world, self.data.seed).close())
+            await asyncio.to_thread(check)
         except UsageError:
             return False
         return True
 
 
 class SocietasTaskset(vf.Taskset[SocietasTask, SocietasTasksetConfig]):
-    """One task per seed. Its store is checked when the taskset is made (the world built on it and closed), so a bad
-    one fails before any rollout, in one line (UsageError)."""
-
-    def __init__(self, config: SocietasTasksetConfig) -> None:
-        super().__init__(config)
-        open_env(config.world).close()
+    """One task per seed (its config checked the world, seeds and store when parsed; the store is made, or opened, by
+    the first episode)."""
 
     def load(self):
         world = self.config.world
