@@ -21,9 +21,10 @@ scenario (a stored run, `societas.env.SocietyEnv`) so:
 
 `SocietasTaskset` makes one task per episode seed (`seeds`) of a `SocietasWorld` (the scenario, config
 file, `--set` pairs and fields, `world`, as `societas.env.parallel_env` takes them; episodes stored in
-`db`), which is checked when the config is parsed, its seeds and its store too (verifiers' commands refuse a bad
-one with their config error, nothing stored); every task carries its world. Its tasks' `validate` (verifiers' model-free `validate` command)
-builds the world with the task's seed.
+`db`), which is checked when the config is parsed, its seeds and its store too (verifiers' commands refuse a
+bad one with their config error, nothing stored); every task carries its world. Its tasks' `validate`
+(verifiers' model-free `validate` command) builds the world with the task's seed and checks its store, writing
+nothing.
 `SocietasHarness` is verifiers' `null` harness (a plain chat loop) run by this interpreter rather than in
 an environment `uv` builds from the network: its needs (openai, mcp, httpx, tenacity) are ours. verifiers
 finds the three by the plugin id `societas-verifiers` (the `societas_verifiers` package re-exports them).
@@ -47,9 +48,9 @@ from verifiers.v1.harnesses.null.harness import NullHarness
 
 from sim.core.errors import UsageError
 from sim.core.text import one_line
-from societas.adapters.focal import read_answer
 from sim.store.schema import check_writable
 from sim.store.urls import as_url
+from societas.adapters.focal import read_answer
 from societas.env import SocietyEnv
 from societas.env.parallel import MAX_SEED
 
@@ -181,8 +182,8 @@ class SocietasEnv(vf.Env[SocietasEnvConfig]):
 
 def open_env(world: SocietasWorld, seed: int = 0) -> SocietyEnv:
     """`world` as a `SocietyEnv` (UsageError on bad input: a scenario, field or seed it refuses, no focal agent)."""
-    return SocietyEnv(world.scenario, db=world.db or DEFAULT_STORE, name=world.label, config=world.config_file, sets=tuple(world.sets),
-                      seed=seed, **world.world)
+    return SocietyEnv(world.scenario, db=world.db or DEFAULT_STORE, name=world.label, config=world.config_file,
+                      sets=tuple(world.sets), seed=seed, **world.world)
 
 
 class SeatFailed(RuntimeError):
