@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
+from urllib.parse import quote
 
 from sqlalchemy import event, inspect, make_url, text
 from sqlalchemy.engine import Engine
@@ -163,7 +164,8 @@ def _schema_refusal(current: str, head: str) -> str:
     if current not in known_revisions():
         return (f"the store's schema ({current}) is not one this societas knows (newest: {head}); a newer societas "
                 "wrote it: upgrade societas to read it")
-    return f"the store's schema is {current}, this societas needs {head}: run `societas db upgrade` (with the same --db) first"
+    return (f"the store's schema is {current}, this societas needs {head}: run `societas db upgrade` (with the same "
+            "--db) first")
 
 
 def check_writable(url: str) -> None:
@@ -179,7 +181,8 @@ def check_writable(url: str) -> None:
                 raise UsageError(f"cannot open database {url!r}: folder {str(path.parent)!r} does not exist")
             return  # a new store, created at first use
     try:  # a SQLite file read-only (the store's engine sets its pragmas, WAL mode: a write)
-        engine = _engine(url) if path is None else create_engine(f"sqlite:///file:{path.resolve()}?mode=ro&uri=true")
+        engine = (_engine(url) if path is None
+                  else create_engine(f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"))
         try:
             current, head = schema_versions(engine)
         finally:
