@@ -476,9 +476,10 @@ def url_slugs(options: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     taken: set[str] = set()
     for i, (o, word) in enumerate(zip(options, first)):
-        slug = word if first.count(word) == 1 and word else "-".join(o.lower().split())
-        if slug in taken or not slug:
-            slug = f"{slug}-{i + 1}"
+        slug = base = word if first.count(word) == 1 and word else "-".join(o.lower().split())
+        n = i + 1
+        while slug in taken or not slug:  # (a suffixed name may be another option's own: "q", "Q", "q-3")
+            slug, n = f"{base}-{n}", n + 1
         taken.add(slug)
         out[o] = slug
     return out

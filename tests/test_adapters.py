@@ -347,17 +347,24 @@ population = [{population}]
 
 @needs_verifiers
 def test_verifiers_own_validate_passes_the_tasks_and_fails_a_bad_seed(db_url, tmp_path):
-    """verifiers' `validate` (its model-free task checks, run as its CLI runs them) finds the tasks of good seeds valid
-    and the task of a seed the world refuses invalid."""
-    config = _verifiers_toml(tmp_path / "validate.toml", db_url, [1, 2, -1], head="", prefix="")
+    """verifiers' `validate` (its model-free task checks, run as its CLI runs them) finds the tasks of good seeds valid,
+    and a task of a seed the world refuses invalid (a seed the taskset's config refuses never makes a task: below)."""
+    import asyncio
+
+    from societas.adapters.verifiers import SocietasData, SocietasTask, SocietasWorld
+
+    config = _verifiers_toml(tmp_path / "validate.toml", db_url, [1, 2], head="", prefix="")
     config.write_text(config.read_text() + '\n[runtime]\ntype = "subprocess"\n')
     proc = subprocess.run([sys.executable, "-c", "from verifiers.v1.cli.validate import main; main()", "@", str(config),
                            "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=600, cwd=ROOT)
     summary = json.loads(next((tmp_path / "out").glob("*/summary.json")).read_text())
-    assert summary["total"] == 3 and summary["outcomes"]["valid"] == 2 and summary["outcomes"]["invalid"] == 1, proc.stderr[-2000:]
+    assert summary["total"] == 2 and summary["outcomes"]["valid"] == 2, proc.stderr[-2000:]
     rows = [json.loads(line) for line in next((tmp_path / "out").glob("*/results.jsonl")).read_text().splitlines()]
-    assert {r["name"]: r["valid"] for r in rows} == {"commons#seed=1": True, "commons#seed=2": True,
-                                                     "commons#seed=-1": False}
+    assert {r["name"]: r["valid"] for r in rows} == {"commons#seed=1": True, "commons#seed=2": True}
+    assert not Path(db_url.removeprefix("sqlite:///")).exists()  # a model-free check stores nothing, makes no store
+    world = SocietasWorld(world=DUO, db=db_url)
+    assert asyncio.run(SocietasTask(SocietasData(idx=0, name="bad", prompt=None, world=world, seed=-1)).validate(None)) is False
+    assert asyncio.run(SocietasTask(SocietasData(idx=0, name="ok", prompt=None, world=world, seed=3)).validate(None)) is True
 
 
 @needs_verifiers
@@ -413,6 +420,41 @@ def test_verifiers_episode_plays_every_focal_agent_as_a_seat_and_the_world_pays(
 
 
 @needs_verifiers
+def test_verifiers_episode_stops_when_the_models_server_fails(db_url, monkeypatch):
+    """The model's server answers month 1 and then fails (503): the episode is not ok and says which seat's exchange
+    failed; its run is stored as failed, not finished on the world's defaults, and no seat is paid."""
+    import asyncio
+
+    import verifiers.v1 as vf
+    from verifiers.v1.utils.loaders import load_environment
+
+    from societas.adapters.verifiers import PLUGIN, REWARD, SocietasEnvConfig
+
+    monkeypatch.setenv("FAKE_KEY", "x")
+    env = load_environment(SocietasEnvConfig(taskset={"id": PLUGIN, "world": {"world": {**DUO, "months": 3},
+                                                                              "db": db_url}, "seeds": [4]}))
+    task = next(iter(env.taskset))
+
+    async def play(url):
+        ctx = vf.ModelContext(model="fake", client=vf.EvalClientConfig(base_url=url, api_key_var="FAKE_KEY"))
+        async with env.serving():
+            return await env.run_episode(task, ctx)
+
+    def answer(body):
+        fake.fail = len(fake.requests) > 2  # month 1's two requests answered, every later one a 503
+        return "4"
+
+    with _scripted_server(answer) as fake:
+        episode = asyncio.run(play(fake.url))
+    assert not episode.ok and any("exchange with the model failed" in e.message for e in episode.errors), episode.errors
+    path = db_url.removeprefix("sqlite:///")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        runs = con.execute("select status, ticks from runs").fetchall()
+    assert runs == [("failed", 1)]
+    assert all(REWARD not in t.rewards for t in episode.traces)
+
+
+@needs_verifiers
 def test_verifiers_refuses_a_bad_world_when_its_config_is_parsed(db_url, tmp_path):
     """A world the adapter cannot play (no focal agent, a field out of range) is refused when verifiers parses the run's
     config: in Python a validation error saying why, from verifiers' `eval` its clean exit (no traceback, no episode),
@@ -430,6 +472,37 @@ def test_verifiers_refuses_a_bad_world_when_its_config_is_parsed(db_url, tmp_pat
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "bad value for 'fishers'" in proc.stderr
     assert not Path(db_url.removeprefix("sqlite:///")).exists() and not list(tmp_path.glob("out/*/traces.jsonl"))
+
+
+@needs_verifiers
+def test_verifiers_refuses_bad_seeds_and_a_store_it_cannot_open_when_its_config_is_parsed(db_url, tmp_path):
+    """Seeds the platform refuses (negative, past 2**63-1: eval crashed packing one; none at all) and a store it cannot
+    open (a folder that does not exist: eval crashed with a traceback once the config had passed) are refused when the
+    config is parsed: from verifiers' `eval` its clean config error, no traceback, no episode, nothing created."""
+    from pydantic import ValidationError
+
+    from societas.adapters.verifiers import PLUGIN, SocietasEnvConfig
+
+    world = {"world": DUO, "db": db_url}
+    for seeds, says in (([1, -1], "greater than or equal to 0"), ([2**63], "less than or equal to"),
+                        ([], "at least 1 item")):
+        with pytest.raises(ValidationError, match=says):
+            SocietasEnvConfig(taskset={"id": PLUGIN, "world": world, "seeds": seeds})
+    for db, says in ((str(tmp_path / "no" / "x.db"), "does not exist"), (str(tmp_path), "is a folder")):
+        with pytest.raises(ValidationError, match=says):
+            SocietasEnvConfig(taskset={"id": PLUGIN, "world": {"world": DUO, "db": db}})
+    (tmp_path / "junk.db").write_text("not a database, " * 10)
+    with pytest.raises(ValidationError, match="cannot open database"):
+        SocietasEnvConfig(taskset={"id": PLUGIN, "world": {"world": DUO, "db": str(tmp_path / "junk.db")}})
+    assert (tmp_path / "junk.db").read_text() == "not a database, " * 10
+    missing = f"sqlite:///{tmp_path / 'no' / 'x.db'}"
+    config = _verifiers_toml(tmp_path / "eval.toml", missing, [1], prefix="env.",
+                             head='model = "fake"\npush = false\n\n[client]\nbase_url = "http://127.0.0.1:9/v1"\n')
+    proc = subprocess.run([sys.executable, "-c", "from verifiers.v1.cli.eval.main import main; main()", "@", str(config),
+                           "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "does not exist" in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "no").exists() and not list(tmp_path.glob("out/*/traces.jsonl"))
+    assert not Path(db_url.removeprefix("sqlite:///")).exists()
 
 
 @needs_verifiers

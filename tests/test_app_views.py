@@ -250,3 +250,13 @@ def test_a_views_url_name_is_its_own_even_where_options_share_a_first_word():
     assert named["stock"] == "stock" and named["reward mean"] == "reward-mean" and named["reward gini"] == "reward-gini"
     assert len(set(named.values())) == len(options) and all(named.values())
     assert url_slugs(["Graph", "Degree distribution"]) == {"Graph": "graph", "Degree distribution": "degree"}
+
+
+def test_a_views_url_name_made_unique_is_no_other_options_name():
+    """A name given a suffix to be unique is still no other option's name ("q" and "Q" share "q"; "q-3" is taken by an
+    option of that name), so every link opens its own view."""
+    from app_pages.common import url_slugs
+
+    for options in (["q-3", "q", "Q"], ["a-2", "A", "a"], ["x y", "x-y", "X Y", "x-y-3"]):
+        named = url_slugs(options)
+        assert len(set(named.values())) == len(options), named

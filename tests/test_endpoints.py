@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
@@ -10,6 +11,7 @@ from agents.llm.base import Answer
 from agents.llm.endpoints import EndpointsLLM
 from agents.llm.factory import chat_model_id
 from sim.contracts.backend import BackendUnavailable
+from sim.core.errors import UsageError
 from conftest import cli, cli_json
 from fakeopenai import FakeOpenAI
 from sim.core.spec import LLMSpec, group_llm
@@ -124,6 +126,26 @@ def test_bad_endpoints_are_refused_before_storing(tmp_path):
         assert proc.returncode == 2 and said in proc.stderr, (flags, proc.stderr)
         assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert not db.exists(), flags
+
+
+def test_a_served_models_args_may_not_name_what_its_spec_and_cache_key_hold():
+    """llm.args of a served model (the run's or a group's) naming its model or temperature (the cache key holds llm's:
+    another model's or temperature's answers would be served from it) or its API key (stored with the run) is
+    refused before anything runs, naming the field to use."""
+    from runner.backends import preflight
+    from runner.config import build_spec
+
+    for args, says in (({"model": "other"}, "llm.model"), ({"model_name": "other"}, "llm.model"),
+                       ({"temperature": 1.5}, "llm.temperature"), ({"api_key": "sk-1"}, "$OPENAI_API_KEY"),
+                       ({"openai_api_key": "sk-1"}, "$OPENAI_API_KEY"), ({"base_url": "http://b:1/v1"}, "llm.endpoint")):
+        llm = {"provider": "served", "model": "m", "endpoint": "http://127.0.0.1:9/v1", "args": args}
+        with pytest.raises(UsageError, match=f"llm.args.{next(iter(args))}: .* given by {re.escape(says)}"):
+            preflight(build_spec("commons", overrides={"fishers": 3, "months": 1, "llm": llm}, policy="llm"))
+        group = [{"count": 1, "policy": "llm", "llm": llm}, {"count": 2, "policy": "scripted", "strategy": "greedy"}]
+        with pytest.raises(UsageError, match=f"the llm block of group 1: llm.args.{next(iter(args))}"):
+            preflight(build_spec("commons", overrides={"fishers": 3, "months": 1, "population": group}, policy="llm"))
+    ok = {"provider": "served", "model": "m", "endpoint": "http://127.0.0.1:9/v1", "args": {"max_tokens": 8}}
+    preflight(build_spec("commons", overrides={"fishers": 3, "months": 1, "llm": ok}, policy="llm"))
 
 
 def test_the_cache_key_names_the_first_server_only():

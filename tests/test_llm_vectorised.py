@@ -429,3 +429,41 @@ def test_a_decoding_state_caches_and_attends_only_the_buckets_rows(monkeypatch):
         before, state = trace()
         assert all(layer.keys.shape[0] == hf_engine.ROW_ALIGN for layer in state.cache.layers)
     assert all(torch.equal(a, b) for a, b in zip(got, before))
+
+
+def test_buckets_decoded_in_threads_at_once_are_the_bits_of_each_alone():
+    """Two buckets of different sizes (3 and 5 rows, each padded to a block of 8) decoded by two threads at once give
+    the same bits as each decoded alone: the rows each forward computes (`shared_prefix(..., rows)`) are its own
+    thread's, never the other bucket's."""
+    import threading
+
+    lm = tiny_lm(dtype="bfloat16")
+    texts = ["How many tons?", "A longer question about the lake, " * 3, "Ok?", "Five", "Six and seven", "Eight?"]
+    prompts = [lm.encode([lm.render([{"role": "user", "content": t}])])[0] for t in texts]
+    buckets = [prompts[:3], prompts[1:]]
+
+    def decode(rows, steps: int = 6) -> list[torch.Tensor]:
+        logits, state = lm.fwd.prefill(rows, 0, None, steps)
+        out = [logits.clone()]
+        for step in range(steps):
+            out.append(lm.fwd.step(torch.full((len(rows),), 40 + step), state, None).clone())
+        return out
+
+    with torch.inference_mode():
+        alone = [decode(b) for b in buckets]
+        got: list = [None, None]
+        start = threading.Barrier(2)
+
+        def run(k: int) -> None:
+            with torch.inference_mode():
+                start.wait()
+                got[k] = decode(buckets[k])
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert getattr(attention._LOCAL, "rows", None) is None
+    for a, b in zip(alone, got):
+        assert b is not None and len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))

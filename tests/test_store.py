@@ -1,5 +1,7 @@
 """The store: migrations match the table models, one transaction per tick, honest statuses."""
 
+import gc
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -96,7 +98,7 @@ def test_an_older_schema_is_refused_until_upgraded_and_a_newer_one_always(tmp_pa
     from sqlalchemy import create_engine, text
 
     from sim.core.errors import UsageError
-    from sim.store.schema import HEAD, upgrade
+    from sim.store.schema import HEAD, check_writable, upgrade
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = create_engine(url)
@@ -106,12 +108,20 @@ def test_an_older_schema_is_refused_until_upgraded_and_a_newer_one_always(tmp_pa
         command.upgrade(cfg, "0004")
     with pytest.raises(UsageError, match=f"schema is 0004, this societas needs {HEAD}: run `societas db upgrade`"):
         Store(url, create=False)
+    gc.collect()  # (the refused Store's engine closed: SQLite folds its write-ahead log back into the file)
+    before = (tmp_path / "old.db").read_bytes()
+    with pytest.raises(UsageError, match=f"schema is 0004, this societas needs {HEAD}"):
+        check_writable(url)  # what a configuration naming the store checks: refused too, the file untouched
+    assert (tmp_path / "old.db").read_bytes() == before
+    assert all(p.stat().st_size == 0 for p in tmp_path.glob("old.db-wal"))  # (read-only: SQLite's empty log at most)
+    check_writable(f"sqlite:///{tmp_path / 'new.db'}")  # a store not made yet is fine, and is not made by the check
+    assert not (tmp_path / "new.db").exists()
     assert upgrade(url) == f"upgraded 0004 -> {HEAD}"
     assert Store(url, create=False).list_runs() == []
     assert upgrade(url) == "already at the newest schema"
     with engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
-    for attempt in (lambda: Store(url, create=False), lambda: upgrade(url)):
+    for attempt in (lambda: Store(url, create=False), lambda: upgrade(url), lambda: check_writable(url)):
         with pytest.raises(UsageError, match="schema \\(9999\\) is not one this societas knows .* a newer societas wrote it"):
             attempt()
     engine.dispose()
@@ -182,3 +192,33 @@ def test_packed_reward_vectors_read_back_as_the_json_rows_did(ids):
     for i, vec in enumerate(got.values()):
         assert vec["payoff"] == columns["payoff"][i] and vec.get("fined", 0.0) == columns["fined"][i]
         assert ("fined" in vec) == (columns["fined"][i] == 2.5)  # a -0.0 is no component
+
+
+def test_new_stores_made_by_threads_at_once_all_get_their_schema(tmp_path):
+    """Threads of one process making new stores at once (in memory, or files in different folders: no lock shared)
+    each get the schema: Alembic's commands run through module globals, so two at once broke one ("KeyError: 'script'")
+    where a verifiers eval's episodes open their stores in threads."""
+    import threading
+
+    urls = ["sqlite://"] * 3 + [f"sqlite:///{tmp_path / f'd{i}' / 'runs.db'}" for i in range(3)]
+    for i in range(3):
+        (tmp_path / f"d{i}").mkdir()
+    start, errors, stores = threading.Barrier(len(urls)), [], []
+
+    def make(url: str) -> None:
+        start.wait()
+        try:
+            store = Store(url)
+            assert store.list_runs() == []  # (in this thread: an in-memory store is its thread's connection)
+            stores.append(store)
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=make, args=(u,)) for u in urls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(stores) == len(urls)
+    for s in stores:
+        s.close()

@@ -129,8 +129,16 @@ def _once(make: Callable[[], LLM]) -> Callable[[], LLM]:
     return get
 
 
-#: ChatOpenAI's arguments naming its server, which a served model takes from llm.endpoint / llm.endpoints only
-SERVER_ARGS = ("base_url", "openai_api_base")
+#: ChatOpenAI's arguments a served model takes from elsewhere, and where: its server (in llm.args it would send every
+#: server's calls to one URL), its model and temperature (the cache key holds llm.model and llm.temperature: in
+#: llm.args they would be asked of the server while the key named others, so one's answers would serve the other) and
+#: its API key (from the environment: llm.args is stored with the run)
+SPEC_ARGS = {"base_url": ("server", "llm.endpoint (or llm.endpoints)"),
+             "openai_api_base": ("server", "llm.endpoint (or llm.endpoints)"),
+             "model": ("model", "llm.model"), "model_name": ("model", "llm.model"),
+             "temperature": ("temperature", "llm.temperature"),
+             "api_key": ("API key", "$OPENAI_API_KEY (never stored)"),
+             "openai_api_key": ("API key", "$OPENAI_API_KEY (never stored)")}
 #: the chat class a `served` LLM is asked through: any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama)
 SERVED_CLASS = "langchain_openai:ChatOpenAI"
 
@@ -147,10 +155,10 @@ def served_urls(llm: LLMSpec) -> list[str]:
     if not llm.endpoint and not llm.endpoints:
         raise UsageError("llm.provider is 'served' but no llm.endpoint is given (the server's base URL, e.g. "
                          "http://127.0.0.1:8000/v1; several servers: llm.endpoints)")
-    named = [k for k in SERVER_ARGS if k in llm.args]
-    if named:  # it would send every server's calls to one URL, and leave the cache key naming another
-        raise UsageError(f"llm.args.{named[0]}: a served model's server is given by llm.endpoint (or llm.endpoints), "
-                         "not in llm.args")
+    named = [k for k in SPEC_ARGS if k in llm.args]
+    if named:
+        what, where = SPEC_ARGS[named[0]]
+        raise UsageError(f"llm.args.{named[0]}: a served model's {what} is given by {where}, not in llm.args")
     return list(llm.endpoints or [llm.endpoint])
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
+from urllib.parse import quote
 
 from sqlalchemy import event, inspect, make_url, text
 from sqlalchemy.engine import Engine
@@ -151,14 +153,46 @@ def prepare_schema(engine: Engine, path: Optional[Path] = None, *, upgrade: bool
         current, head = schema_versions(engine)  # another process may have done it meanwhile
         if current == head:
             return "current"
-        if current is not None and current not in known_revisions():
-            raise UsageError(f"the store's schema ({current}) is not one this societas knows (newest: {head}); "
-                             "a newer societas wrote it: upgrade societas to read it")
-        if current is not None and not upgrade:
-            raise UsageError(f"the store's schema is {current}, this societas needs {head}: "
-                             "run `societas db upgrade` (with the same --db) first")
+        if current is not None and (not upgrade or current not in known_revisions()):
+            raise UsageError(_schema_refusal(current, head))
         _migrate(engine)
         return "created" if current is None else f"upgraded {current} -> {head}"
+
+
+def _schema_refusal(current: str, head: str) -> str:
+    """Why a store at schema `current` (not `head`) is not opened: a newer societas wrote it, or it needs an upgrade."""
+    if current not in known_revisions():
+        return (f"the store's schema ({current}) is not one this societas knows (newest: {head}); a newer societas "
+                "wrote it: upgrade societas to read it")
+    return (f"the store's schema is {current}, this societas needs {head}: run `societas db upgrade` (with the same "
+            "--db) first")
+
+
+def check_writable(url: str) -> None:
+    """A UsageError if `make_engine(url)` would refuse the store (a folder that does not exist, a file that is not a
+    database, a server that cannot be reached, a schema to upgrade or too new), found without creating or writing
+    anything: what a configuration naming a store checks before it is used (verifiers' adapter)."""
+    path = sqlite_path(url)
+    if path is not None:
+        if path.is_dir():
+            raise UsageError(f"cannot open database {url!r}: {str(path)!r} is a folder")
+        if not path.exists():
+            if not path.parent.is_dir():
+                raise UsageError(f"cannot open database {url!r}: folder {str(path.parent)!r} does not exist")
+            return  # a new store, created at first use
+    try:  # a SQLite file read-only (the store's engine sets its pragmas, WAL mode: a write)
+        engine = (_engine(url) if path is None
+                  else create_engine(f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"))
+        try:
+            current, head = schema_versions(engine)
+        finally:
+            engine.dispose()
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+        raise UsageError(f"cannot open database {url!r}: {str(exc).splitlines()[0]}") from None
+    except SQLAlchemyError as exc:
+        raise UsageError(f"cannot open database {url!r}: {str(getattr(exc, 'orig', exc)).splitlines()[0]}") from None
+    if current is not None and current != head:
+        raise UsageError(_schema_refusal(current, head))
 
 
 def known_revisions() -> set[str]:
@@ -168,12 +202,18 @@ def known_revisions() -> set[str]:
     return {rev.revision for rev in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
 
 
+#: one Alembic command at a time in this process: its commands run through module globals (`alembic.context`,
+#: `alembic.op`), so two threads migrating stores at once, which no schema lock orders (stores in memory, or files
+#: in different folders: a verifiers eval's episodes open theirs in threads), broke each other's
+_MIGRATING = threading.Lock()
+
+
 def _migrate(engine: Engine) -> None:
     """Create the schema, or migrate it to `HEAD`, with Alembic (the caller holds the schema lock)."""
     from alembic import command
 
     cfg = _alembic_config()
-    with engine.begin() as conn:
+    with _MIGRATING, engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, HEAD)
 

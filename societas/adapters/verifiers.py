@@ -12,16 +12,19 @@ scenario (a stored run, `societas.env.SocietyEnv`) so:
   messages as the platform sends them to an LLM agent (the system text and the question), later turns the
   question alone; the reply is parsed as the platform parses an LLM's text (`agents.llm.parse`), and a
   reply that does not parse is handed to the world as the raw text (the run records it and takes the
-  request's default), the model told so on its next turn;
+  request's default), the model told so on its next turn; a seat whose exchange ends (a turn limit) is given the
+  request's default from then on, but one whose exchange fails (the model's server down) ends the episode
+  (`SeatFailed`): its run is stored as failed and no seat is paid;
 - each seat's reward (`REWARD` on its trace) is what the world paid that agent over the episode (the reward
   layer's, in the scenario's reward mode), and each reward-vector component is a metric (`reward_<name>`);
   the stored run's id is in the trace's `info["societas"]`.
 
 `SocietasTaskset` makes one task per episode seed (`seeds`) of a `SocietasWorld` (the scenario, config
 file, `--set` pairs and fields, `world`, as `societas.env.parallel_env` takes them; episodes stored in
-`db`), which is checked when the config is parsed (verifiers' commands refuse a bad one with their config
-error); every task carries its world. Its tasks' `validate` (verifiers' model-free `validate` command)
-builds the world with the task's seed.
+`db`), which is checked when the config is parsed, its seeds and its store too (verifiers' commands refuse a
+bad one with their config error, nothing stored); every task carries its world. Its tasks' `validate`
+(verifiers' model-free `validate` command) builds the world with the task's seed and checks its store, writing
+nothing.
 `SocietasHarness` is verifiers' `null` harness (a plain chat loop) run by this interpreter rather than in
 an environment `uv` builds from the network: its needs (openai, mcp, httpx, tenacity) are ours. verifiers
 finds the three by the plugin id `societas-verifiers` (the `societas_verifiers` package re-exports them).
@@ -37,18 +40,24 @@ import hashlib
 import sys
 import uuid
 from contextlib import AsyncExitStack
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import verifiers.v1 as vf
 from pydantic import Field, model_validator
 from verifiers.v1.harnesses.null.harness import NullHarness
 
 from sim.core.errors import UsageError
+from sim.core.text import one_line
+from sim.store.schema import check_writable
+from sim.store.urls import as_url
 from societas.adapters.focal import read_answer
 from societas.env import SocietyEnv
+from societas.env.parallel import MAX_SEED
 
 #: the reward each seat's trace carries: what the world paid its agent over the episode
 REWARD = "world_reward"
+#: where episodes are stored when the world names no `db` (SocietyEnv's default: runs.db in the current folder)
+DEFAULT_STORE = "sqlite:///runs.db"
 #: the plugin id verifiers knows the taskset, env and harness by (`eval societas-verifiers`)
 PLUGIN = "societas-verifiers"
 
@@ -75,40 +84,45 @@ class SocietasData(vf.TaskData):
 
 
 class SocietasTasksetConfig(vf.TasksetConfig):
-    """The world every task plays and the episodes' seeds (one task each). The world is checked when the config is
-    parsed (built once on an in-memory store): verifiers' commands then refuse a bad one in their own clean exit."""
+    """The world every task plays and the episodes' seeds (one task each, each a seed the platform takes). The world is
+    checked when the config is parsed (built once on an in-memory store), and its store (opened without creating or
+    writing it): verifiers' commands then refuse a bad one in their own clean exit, nothing stored."""
 
     world: SocietasWorld = SocietasWorld()
-    seeds: list[int] = [0]
+    seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field([0], min_length=1)
     ticks: Optional[int] = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _world_plays(self) -> "SocietasTasksetConfig":
         try:
             open_env(self.world.model_copy(update={"db": "sqlite://"})).close()
+            check_writable(as_url(self.world.db or DEFAULT_STORE))
         except UsageError as exc:
             raise ValueError(str(exc)) from None
         return self
 
 
 class SocietasTask(vf.Task[SocietasData]):
-    """An episode of a world; `validate` (verifiers' model-free check) builds the world with the task's seed."""
+    """An episode of a world; `validate` (verifiers' model-free check) builds the world with the task's seed and checks
+    its store, writing nothing (a world built on an in-memory store; the store opened read-only)."""
 
     async def validate(self, runtime: Any) -> bool:
+        world = self.data.world
+
+        def check() -> None:
+            open_env(world.model_copy(update={"db": "sqlite://"}), self.data.seed).close()
+            check_writable(as_url(world.db or DEFAULT_STORE))
+
         try:
-            await asyncio.to_thread(lambda: open_env(self.data.world, self.data.seed).close())
+            await asyncio.to_thread(check)
         except UsageError:
             return False
         return True
 
 
 class SocietasTaskset(vf.Taskset[SocietasTask, SocietasTasksetConfig]):
-    """One task per seed. Its store is checked when the taskset is made (the world built on it and closed), so a bad
-    one fails before any rollout, in one line (UsageError)."""
-
-    def __init__(self, config: SocietasTasksetConfig) -> None:
-        super().__init__(config)
-        open_env(config.world).close()
+    """One task per seed (its config checked the world, seeds and store when parsed; the store is made, or opened, by
+    the first episode)."""
 
     def load(self):
         world = self.config.world
@@ -147,7 +161,12 @@ class SocietasEnv(vf.Env[SocietasEnvConfig]):
                 obs, _ = await asyncio.to_thread(env.reset, seed=data.seed, options=options)
                 while env.agents:
                     deciding = [a for a in env.agents if obs.get(a, {}).get("messages")]
-                    replies = await asyncio.gather(*(seats.ask(a, obs[a]["messages"]) for a in deciding))
+                    # every seat's turn ends before a failure is raised (none is left running as the exchanges close)
+                    replies = await asyncio.gather(*(seats.ask(a, obs[a]["messages"]) for a in deciding),
+                                                   return_exceptions=True)
+                    failed = next((r for r in replies if isinstance(r, BaseException)), None)
+                    if failed is not None:
+                        raise failed
                     actions = {}
                     for agent, reply in zip(deciding, replies):
                         if reply is not None:  # None: its exchange ended, the world takes the default
@@ -163,8 +182,13 @@ class SocietasEnv(vf.Env[SocietasEnvConfig]):
 
 def open_env(world: SocietasWorld, seed: int = 0) -> SocietyEnv:
     """`world` as a `SocietyEnv` (UsageError on bad input: a scenario, field or seed it refuses, no focal agent)."""
-    return SocietyEnv(world.scenario, db=world.db, name=world.label, config=world.config_file, sets=tuple(world.sets),
-                      seed=seed, **world.world)
+    return SocietyEnv(world.scenario, db=world.db or DEFAULT_STORE, name=world.label, config=world.config_file,
+                      sets=tuple(world.sets), seed=seed, **world.world)
+
+
+class SeatFailed(RuntimeError):
+    """A seat's exchange ended in an error (the model's server down, say): the episode stops there, its run stored as
+    failed, rather than going on with the world's defaults for that agent as if the policy had chosen nothing."""
 
 
 class _Seats:
@@ -195,6 +219,10 @@ class _Seats:
         segment = await seat.turn(turn)
         if segment.terminated:
             self.over.add(agent)
+            failed = seat.trace.errors
+            if failed:  # the model could not be asked (its server down): no decision of the policy's, no episode
+                raise SeatFailed(f"{agent}'s exchange with the model failed ({one_line(failed[-1].message, 300)}); the "
+                                 f"episode stops, its run stored as failed")
             return None
         return segment.last_reply
 
@@ -237,4 +265,4 @@ class _ThisPython:
 
 
 __all__ = ["SocietasWorld", "SocietasData", "SocietasTasksetConfig", "SocietasTask", "SocietasTaskset", "SocietasHarness",
-           "SocietasEnvConfig", "SocietasEnv", "open_env", "REWARD", "PLUGIN"]
+           "SocietasEnvConfig", "SocietasEnv", "SeatFailed", "open_env", "REWARD", "PLUGIN"]
