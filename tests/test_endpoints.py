@@ -175,3 +175,24 @@ def test_a_groups_servers_replace_the_runs_server_rather_than_clash_with_it():
     group = group_llm(run_two, {"endpoint": "http://c:1/v1", "temperature": 0.2})
     assert group.endpoints is None and group.endpoint == "http://c:1/v1" and group.temperature == 0.2
     assert group_llm(run_two, {"temperature": 0.2}).endpoints == run_two.endpoints  # the rest is inherited as before
+
+
+def test_a_served_models_cache_key_names_its_llm_args_from_contract_10(tmp_path):
+    """Two runs of one served model differing only in llm.args (top_p) are each answered by the server, not one from
+    the other's cache (contract 10); the same args again are answered from the cache; under 9 the key left them out."""
+    def run(url: str, args: str) -> dict:
+        return cli_json("run", "commons", "--policy", "llm", "--ticks", "1", "--seed", "5", "--set", "fishers=4",
+                        "--set", "llm.provider=served", "--set", "llm.model=fake", "--set", "llm.max_retries=0",
+                        "--set", f"llm.endpoint={url}", "--set", f"llm.args={{{args}}}", db=f"sqlite:///{tmp_path}/runs.db")
+
+    with FakeOpenAI(answer="3") as server:
+        first = run(server.url, "top_p: 0.5")
+        asked = len(server.requests)
+        other = run(server.url, "top_p: 0.9")
+        assert len(server.requests) == 2 * asked and asked > 0, "the other top_p was asked of the server"
+        again = run(server.url, "top_p: 0.5")
+        assert len(server.requests) == 2 * asked, "the same args were answered from the cache"
+    assert first["status"] == other["status"] == again["status"] == "finished"
+    spec = LLMSpec(provider="served", model="m", endpoint="http://a:1/v1", args={"top_p": 0.5, "openai_api_key_x": "s"})
+    assert chat_model_id(spec) == "served:m@http://a:1/v1:top_p=0.5"
+    assert chat_model_id(spec, args_keyed=False) == chat_model_id(spec.model_copy(update={"args": {}}))

@@ -65,7 +65,7 @@ def test_lazy_random_draws_like_mersenne_twister():
 
 def test_specs_name_their_contract_and_an_unnamed_one_is_version_1():
     spec = build_spec("commons", seed=3)
-    assert spec.contract == CONTRACT == 9 and spec.profile.rng == 2
+    assert spec.contract == CONTRACT == 10 and spec.profile.rng == 2
     stored_before_versions = {k: v for k, v in spec.model_dump(mode="json").items() if k not in ("contract", "rollout")}
     old = RunSpec.model_validate(stored_before_versions)
     assert old.contract == 1

@@ -96,7 +96,7 @@ def make_llm_backend(spec: RunSpec, cache: Optional[CallCache] = None, *, replay
                 scored = scored if cache is None else CachedBackend(scored, cache, replay)
             return ArchetypeBackend(backend if cache is None else CachedBackend(backend, cache, replay), scored, archetype)
     else:
-        model_id = chat_model_id(llm)
+        model_id = chat_model_id(llm, args_keyed=spec.profile.served_args_keyed)
         # the constraint changes the answers, so it is part of every cache key
         sampling = {"temperature": llm.temperature, "structured": llm.structured, "parse": "strict"}
 
@@ -177,13 +177,16 @@ def chat_class(llm: LLMSpec, endpoint: Optional[str] = None) -> tuple[str, dict[
     return SERVED_CLASS, args
 
 
-def chat_model_id(llm: LLMSpec) -> str:
+def chat_model_id(llm: LLMSpec, *, args_keyed: bool = True) -> str:
     """The model id of a chat model (part of every cache key): its class and arguments, keys left out; a served model
     is its name at its endpoint (the first of `endpoints`: the number of servers is not in it, so a run made on
-    several replays on the first alone, and one made on it replays on several)."""
+    several replays on the first alone, and one made on it replays on several), then its `llm.args` where it has some
+    and `args_keyed` (decision contract 10 on: `served_args_keyed`; before, a served model's key left them out)."""
+    args = ",".join(f"{k}={v}" for k, v in sorted(llm.args.items()) if "key" not in k.lower())
     if llm.provider == "served":
-        return f"served:{llm.model}@{llm.endpoint or (llm.endpoints or [None])[0]}"
-    return f"langchain:{llm.cls}:" + ",".join(f"{k}={v}" for k, v in sorted(llm.args.items()) if "key" not in k.lower())
+        served = f"served:{llm.model}@{llm.endpoint or (llm.endpoints or [None])[0]}"
+        return f"{served}:{args}" if args and args_keyed else served
+    return f"langchain:{llm.cls}:" + args
 
 
 def preflight(spec: RunSpec | LLMSpec) -> None:

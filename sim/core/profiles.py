@@ -7,8 +7,9 @@ would alter the decisions (or the stored metrics) of an existing spec adds a pro
 `CONTRACT`); the old ones stay, so stored runs replay.
 
 A profile holds the switches of the platform's own pieces (the random streams, the spec's digest, memory
-sizes, quoting, the built-in LLM prompt, Perolat's metrics, reward vectors), each read once where the piece
-is chosen: `SocietyModel.__init__`, `agents.llm.prompts.builtin_template`, `SeedStream`, `RunSpec.digest`.
+sizes, quoting, the built-in LLM prompt, Perolat's metrics, reward vectors, a served model's cache key), each read
+once where the piece is chosen: `SocietyModel.__init__`, `agents.llm.prompts.builtin_template`, `SeedStream`,
+`RunSpec.digest`, `agents.llm.factory.make_llm_backend`.
 What a scenario changed between contracts is not a switch here: the scenario keeps its old pieces frozen and
 picks them from its table of editions (sim.tick.editions), so no rule of a scenario asks which contract it runs
 under. The versions' history is in docs/architecture.md ("Decision contracts").
@@ -48,6 +49,9 @@ class DecisionProfile:
     #: each agent step stores its reward vector (named components, sim.reward.components), and the reward is the
     #: config's `reward_weights` over them (default: the payoff, as before)
     reward_components: bool = False
+    #: a served model's cache key names its `llm.args` (top_p, max_tokens, seed...: they change its answers; before,
+    #: two runs differing only there were answered from one cache)
+    served_args_keyed: bool = False
 
 
 PROFILES: dict[int, DecisionProfile] = {
@@ -71,6 +75,9 @@ PROFILES: dict[int, DecisionProfile] = {
     # then a Number or Choice) differ from what they stored, as their float sums are rounded otherwise.)
     9: DecisionProfile(9, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
                        tick_noun=True, metrics=2, reward_components=True),
+    # (a served model's cache key names its llm.args; nothing else changes)
+    10: DecisionProfile(10, rng=2, digest_names_contract=True, configured_memory=True, compact_prompt=True, quoted_text=True,
+                        tick_noun=True, metrics=2, reward_components=True, served_args_keyed=True),
 }
 VERSIONS = tuple(PROFILES)
 #: the decision contract new runs are made under
