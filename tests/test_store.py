@@ -222,3 +222,26 @@ def test_new_stores_made_by_threads_at_once_all_get_their_schema(tmp_path):
     assert errors == [] and len(stores) == len(urls)
     for s in stores:
         s.close()
+
+
+def test_threads_making_one_new_sqlite_store_at_once_all_open_it(tmp_path):
+    """Four threads open each of 40 new SQLite stores at once: every one opens it (the first connection, which switches
+    the file to WAL, ran outside the schema lock, and 1 of 30 such stores refused a thread: "database is locked")."""
+    import threading
+
+    errors: list[str] = []
+
+    def open_store(url: str) -> None:
+        try:
+            Store(url).close()
+        except Exception as exc:  # noqa: BLE001 - any refusal is the failure
+            errors.append(str(exc))
+
+    for i in range(40):
+        url = f"sqlite:///{tmp_path / f'runs{i}.db'}"
+        threads = [threading.Thread(target=open_store, args=(url,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors[:3]
