@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from sqlalchemy import event, inspect, make_url, text
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlmodel import create_engine
 
 from sim.core.errors import UsageError
@@ -71,16 +71,23 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
             raise UsageError(f"cannot open database {url!r}: {str(path)!r} is a folder")
         elif not create:
             _check_sqlite_store(path)
-    try:
+    with _refused_as_usage(url):
         engine = _engine(url)
         prepare_schema(engine, path, upgrade=False, create=create)
         return engine
+
+
+@contextmanager
+def _refused_as_usage(url: str, doing: str = "open") -> Iterator[None]:
+    """A database that cannot be reached, named or read, as a one-line UsageError ("cannot open database ...")."""
+    try:
+        yield
     except UsageError:
         raise
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:
         raise UsageError(f"cannot open database {url!r}: {str(exc).splitlines()[0]}") from None
-    except (OperationalError, SQLAlchemyError) as exc:
-        raise UsageError(f"cannot open database {url!r}: {str(getattr(exc, 'orig', exc)).splitlines()[0]}") from None
+    except SQLAlchemyError as exc:
+        raise UsageError(f"cannot {doing} database {url!r}: {str(getattr(exc, 'orig', exc)).splitlines()[0]}") from None
 
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -193,17 +200,13 @@ def check_writable(url: str) -> None:
             if not path.parent.is_dir():
                 raise UsageError(f"cannot open database {url!r}: folder {str(path.parent)!r} does not exist")
             return  # a new store, created at first use
-    try:  # a SQLite file read-only (the store's engine sets its pragmas, WAL mode: a write)
+    with _refused_as_usage(url):  # a SQLite file read-only (the store's engine sets its pragmas, WAL mode: a write)
         engine = (_engine(url) if path is None
                   else create_engine(f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true"))
         try:
             current, head = schema_versions(engine)
         finally:
             engine.dispose()
-    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
-        raise UsageError(f"cannot open database {url!r}: {str(exc).splitlines()[0]}") from None
-    except SQLAlchemyError as exc:
-        raise UsageError(f"cannot open database {url!r}: {str(getattr(exc, 'orig', exc)).splitlines()[0]}") from None
     if current is not None and current != head:
         raise UsageError(_schema_refusal(current, head))
 
@@ -280,14 +283,8 @@ def upgrade(url: str) -> str:
     path = sqlite_path(url)
     if path is not None and not path.is_file():
         raise UsageError(f"no store at {str(path)!r}: nothing to upgrade")
-    try:
+    with _refused_as_usage(url, "upgrade"):
         engine = _engine(url)
         done = prepare_schema(engine, path, upgrade=True)
         engine.dispose()
-    except UsageError:
-        raise
-    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
-        raise UsageError(f"cannot open database {url!r}: {str(exc).splitlines()[0]}") from None
-    except SQLAlchemyError as exc:
-        raise UsageError(f"cannot upgrade database {url!r}: {str(getattr(exc, 'orig', exc)).splitlines()[0]}") from None
     return {"current": "already at the newest schema", "created": "schema created"}.get(done, done)

@@ -94,20 +94,11 @@ class Store:
         PostgreSQL, multi-row INSERTs on SQLite), encoded here once, not row by row through the ORM; the
         steps' reward vectors go in one packed row (sim.store.vectors).
         """
-        self._commit_ticks([self._tick_rows(run_id, record, llm_calls, duration_s)])
+        self.commit_ticks([self.tick_rows(run_id, record, llm_calls, duration_s)])
 
     def tick_rows(self, run_id: str, record: TickRecord, llm_calls: Iterable[dict[str, Any]] = (),
                   duration_s: float = 0.0) -> TickRows:
         """A tick's rows, encoded now (nothing of the live model is kept), for `commit_ticks`."""
-        return self._tick_rows(run_id, record, llm_calls, duration_s)
-
-    def commit_ticks(self, ticks: Sequence[TickRows]) -> None:
-        """Commit ticks (`tick_rows`, in order) in one transaction, and each run's progress: all of them or none.
-        One tick is `record_tick`; several, an env episode's group commit (`sim.store.grouped`)."""
-        self._commit_ticks(ticks)
-
-    def _tick_rows(self, run_id: str, record: TickRecord, llm_calls: Iterable[dict[str, Any]],
-                   duration_s: float) -> TickRows:
         t = record.tick
         if isinstance(record.steps, StepColumns):
             steps = record.steps.rows((run_id, t), dumps)
@@ -125,7 +116,10 @@ class Store:
         packed = None if vectors is None else {"run_id": run_id, "tick": t, "data": pack(vectors)}
         return TickRows(run_id, t, tick, steps, packed, events, calls)
 
-    def _commit_ticks(self, ticks: Sequence[TickRows]) -> None:
+    def commit_ticks(self, ticks: Sequence[TickRows]) -> None:
+        """Commit ticks (`tick_rows`, in order) in one transaction, and each run's progress: all of them or none.
+        One tick is `record_tick` (its rows used as they are: the path every tick of a run takes); several, an env
+        episode's group commit (`sim.store.grouped`)."""
         if not ticks:
             return
         if len(ticks) == 1:
